@@ -1,0 +1,37 @@
+"""The workbench's one exception hierarchy.
+
+Every error a user can cause (bad config, unknown run, missing model) is a
+`WorkbenchError` subclass whose message says what to do. The CLI prints the message and
+exits non-zero; the page shows it without crashing. `assert` is kept for internal
+invariants (tensor shapes), never for user input.
+"""
+
+
+class WorkbenchError(Exception):
+    """Base class of every error the workbench raises on purpose."""
+
+
+class ConfigError(WorkbenchError, ValueError):
+    """A run config, CLI argument or form field is invalid; the message names the field and the fix."""
+
+
+class RunNotFound(WorkbenchError, KeyError):
+    """No run with the given id exists in the store."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "run not found"
+
+
+class ModelNotFound(WorkbenchError):
+    """A model name or checkpoint path can't be resolved to a local HF checkpoint."""
+
+
+class DomainNotFound(WorkbenchError, KeyError):
+    """A domain name is not in the registry."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "domain not found"
+
+
+class EngineError(WorkbenchError):
+    """A rollout engine or learner failed to start or to run a request."""

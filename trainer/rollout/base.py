@@ -1,0 +1,68 @@
+"""The `RolloutEngine` interface: sample G completions per prompt, take new weights in place.
+
+Two implementations sit behind it: `trainer.rollout.vllm_engine.VLLMEngine` (the default,
+vLLM's CPU build here and the same code on GPUs) and `trainer.rollout.hf_engine.HFEngine`
+(transformers `generate`, for machines without vLLM). Use `open_engine` to pick one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+import torch
+
+from trainer.types import Completion
+
+
+class RolloutEngine(ABC):
+    """Generates completions with the current policy.
+
+    Engines are seeded once at construction (vLLM's CPU build crashes on per-request seeds).
+    """
+
+    name: str = "base"
+
+    @abstractmethod
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+    ) -> list[list[Completion]]:
+        """Sample `n` completions for each prompt.
+
+        Args:
+            prompts: B prompts as token id lists (already chat-templated).
+            n: completions per prompt (the GRPO group size G); temperature 0 means greedy.
+            max_new_tokens: cap on generated tokens per completion.
+            temperature: sampling temperature; 0 selects greedy decoding.
+            top_p: nucleus sampling mass.
+
+        Returns:
+            B lists of n `Completion`s, in prompt order, each with per-token sampling logprobs.
+        """
+
+    @abstractmethod
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load new policy weights (HF parameter names) into the running engine in place.
+
+        Raises:
+            EngineError: if the engine rejects the weights.
+        """
+
+    @abstractmethod
+    def score(self, prompt: list[int], completion: list[int]) -> list[float]:
+        """Log-probabilities (nats) of `completion` tokens given `prompt` under the current
+        weights, length len(completion). Used to check weight sync."""
+
+    def close(self) -> None:
+        """Release the engine's processes and memory."""
+
+    def __enter__(self) -> "RolloutEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

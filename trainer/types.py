@@ -1,0 +1,134 @@
+"""The one data contract between the stages of a training step.
+
+rollout -> reward -> advantage -> learner all pass these dataclasses, in the spirit of
+OpenRLHF's ``Experience`` and verl's ``DataProto``:
+
+* `Completion`  - one sampled answer from a `RolloutEngine` (token ids, sampling logprobs).
+* `Sample`      - one completion of one task, scored: the row a trajectory is stored from.
+* `LearnerBatch` - padded tensors the learner consumes, built from a list of `Sample`.
+
+Shapes use N = number of sequences (prompts x group size) and T = padded sequence length
+in tokens. Nothing here imports vllm or deepspeed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Completion:
+    """One completion sampled by a rollout engine.
+
+    Attributes:
+        token_ids: generated token ids, length L (tokens), EOS included when it was sampled.
+        logprobs: log-probability of each generated token under the sampling policy, length L
+            (nats). Used as the "old" policy in the clipped importance ratio.
+        text: detokenised completion (special tokens skipped).
+        finish_reason: "stop" (EOS or stop string) or "length" (hit max_new_tokens).
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: str
+
+
+@dataclass
+class Sample:
+    """One scored completion of one task: a trajectory of a single-turn episode.
+
+    Attributes:
+        domain: domain name, e.g. "basic_arithmetic".
+        task_seed: seed that generated the task inside its domain.
+        group: index of the task within the step (all G samples of a task share it).
+        index: sample index within the group, 0..G-1.
+        prompt: the rendered prompt text (after the chat template).
+        prompt_ids: prompt token ids, length P (tokens).
+        completion: `Completion` from the engine.
+        reward: scalar reward in [0, 1].
+        breakdown: named reward parts, e.g. {"format": 1.0, "correct": 0.0}.
+        advantage: group-normalised advantage, filled in by the algorithm.
+        answer: the hidden reference answer (stored for inspection, never shown to the model).
+    """
+
+    domain: str
+    task_seed: int
+    group: int
+    index: int
+    prompt: str
+    prompt_ids: list[int]
+    completion: Completion
+    reward: float = 0.0
+    breakdown: dict[str, Any] = field(default_factory=dict)
+    advantage: float = 0.0
+    answer: str = ""
+
+
+@dataclass
+class LearnerBatch:
+    """Padded tensors for one policy-gradient step.
+
+    Attributes:
+        input_ids: (N, T) int64, prompt followed by completion, right-padded with pad id.
+        attention_mask: (N, T) int64, 1 on real tokens.
+        completion_mask: (N, T) float32, 1 on completion tokens that take part in the loss.
+            Position t marks the token input_ids[:, t] (predicted by logits at t-1).
+        old_logprobs: (N, T) float32, sampling-policy logprobs aligned with completion_mask
+            (0 elsewhere).
+        advantages: (N,) float32, one advantage per sequence.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    completion_mask: torch.Tensor
+    old_logprobs: torch.Tensor
+    advantages: torch.Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (non-pad) tokens in the batch."""
+        return int(self.attention_mask.sum().item())
+
+    def slice(self, start: int, stop: int) -> "LearnerBatch":
+        """Rows [start, stop) as a new batch (micro-batching for gradient accumulation)."""
+        return LearnerBatch(
+            self.input_ids[start:stop],
+            self.attention_mask[start:stop],
+            self.completion_mask[start:stop],
+            self.old_logprobs[start:stop],
+            self.advantages[start:stop],
+        )
+
+    @classmethod
+    def from_samples(cls, samples: list[Sample], pad_id: int) -> "LearnerBatch":
+        """Pack scored samples into right-padded tensors.
+
+        Args:
+            samples: N samples with prompt_ids, completion token ids/logprobs and advantage.
+            pad_id: token id used for padding (masked out everywhere).
+
+        Raises:
+            ValueError: if `samples` is empty.
+        """
+        if not samples:
+            raise ValueError("LearnerBatch.from_samples needs at least one sample")
+        lengths = [len(s.prompt_ids) + len(s.completion.token_ids) for s in samples]
+        n, t = len(samples), max(lengths)
+        input_ids = torch.full((n, t), pad_id, dtype=torch.long)
+        attention = torch.zeros((n, t), dtype=torch.long)
+        comp_mask = torch.zeros((n, t), dtype=torch.float32)
+        old_lp = torch.zeros((n, t), dtype=torch.float32)
+        for i, s in enumerate(samples):
+            p, c = len(s.prompt_ids), len(s.completion.token_ids)
+            input_ids[i, :p] = torch.tensor(s.prompt_ids, dtype=torch.long)
+            if c:
+                input_ids[i, p : p + c] = torch.tensor(s.completion.token_ids, dtype=torch.long)
+                comp_mask[i, p : p + c] = 1.0
+                old_lp[i, p : p + c] = torch.tensor(s.completion.logprobs, dtype=torch.float32)
+            attention[i, : p + c] = 1
+        adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+        return cls(input_ids, attention, comp_mask, old_lp, adv)
