@@ -1,0 +1,383 @@
+"""The domain registry: five single-turn reasoning-gym domains with their verifiers.
+
+A *domain* is a family of tasks with one automatic verifier. This module registers five
+of reasoning-gym's procedural generators (`basic_arithmetic`, `chain_sum`,
+`gsm_symbolic`, `letter_counting`, `spell_backward`), turns a `(domain, seed, difficulty)`
+triple into a deterministic `Task`, renders it as chat messages that ask for a final
+`Answer: <answer>` line, and scores a completion with reasoning-gym's own `score_answer`.
+
+    from backend.domains import get_domain, build_messages, train_seed
+    d = get_domain("chain_sum")
+    task = d.make_task(seed=train_seed(rng), difficulty=2)
+    messages = build_messages(task)            # -> the trainer's chat template
+    reward, breakdown = d.score(task, completion)
+    # "...\nAnswer: 17" with task.answer == "17" ->
+    #   1.0, {"format": 1.0, "correct": 1.0, "extracted": "17"}
+
+Seeds: training seeds come from `TRAIN_SEED_RANGE`, held-out (evaluation) seeds from the
+disjoint `HELDOUT_SEED_RANGE`, so an evaluation task is never a training task.
+
+Not covered here: multi-turn, retrieval or coding domains (HumanEval, needle-in-a-haystack,
+sandboxed tools), mixes and curricula (they sample from this registry), chat templates
+(the trainer applies the model's template to `build_messages`). reasoning-gym is imported
+lazily, on the first task or score, because importing it takes about a second.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import random
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable
+
+from backend.errors import ConfigError, DomainNotFound
+
+# Reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct. The format term exists
+# because SmolLM2-135M rarely writes the answer line at all (0-10% of samples), so the
+# first gains of RL come from learning the format; correctness carries most of the weight.
+FORMAT_WEIGHT = 0.2
+CORRECT_WEIGHT = 0.8
+
+TRAIN_SEED_RANGE = (0, 1_000_000_000)  # [low, high)
+HELDOUT_SEED_RANGE = (1_000_000_000, 1_100_000_000)  # [low, high), disjoint from training
+
+DIFFICULTIES = (1, 2, 3)  # 1 easy .. 3 hard
+MAX_COMPLETION_CHARS = 100_000  # longer completions are malformed (64-token budget)
+
+SYSTEM_PROMPT = "You are a helpful assistant. Solve the problem and keep your reply short."
+ANSWER_INSTRUCTION = "Give your final answer on the last line as: Answer: <answer>"
+
+_ANSWER_RE = re.compile(r"answer:", re.IGNORECASE)
+
+
+def _reasoning_gym_version() -> str:
+    try:
+        return metadata.version("reasoning-gym")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+RG_VERSION = _reasoning_gym_version()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One instance of a domain.
+
+    Attributes:
+        domain: Domain name, e.g. "basic_arithmetic".
+        seed: Task seed; the same (domain, seed, difficulty) always gives the same task.
+        question: The generator's question text (shown to the model).
+        answer: Hidden reference answer (never shown to the model).
+        difficulty: Level 1..3 (1 easy .. 3 hard).
+        entry: The reasoning-gym entry (question/answer/metadata) as plain JSON types,
+            kept because `score_answer` reads it.
+    """
+
+    domain: str
+    seed: int
+    question: str
+    answer: str
+    difficulty: int
+    entry: dict
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity; hashable
+class Domain:
+    """A reasoning-gym generator registered as a workbench domain.
+
+    Attributes:
+        name: Registry name, equal to the reasoning-gym dataset name.
+        family: reasoning-gym category ("arithmetic", "algorithmic").
+        description: One line for the page.
+        source: "reasoning-gym <version>, <dataset name>".
+        license: License of the generator's code and data.
+        levels: Difficulty level -> reasoning-gym config kwargs for that level.
+        level_notes: Difficulty level -> what the level means, for the page.
+        kind: Always "single_turn" here.
+        generate: Optional custom item function `(dataset, seed, level) -> entry`; None
+            means `dataset[seed]`, which reasoning-gym seeds as `Random(dataset.seed + idx)`.
+    """
+
+    name: str
+    family: str
+    description: str
+    levels: dict[int, dict[str, Any]]
+    level_notes: dict[int, str]
+    source: str = ""
+    license: str = "Apache-2.0"
+    kind: str = "single_turn"
+    generate: Callable[[Any, int, int], dict] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.source:
+            object.__setattr__(self, "source", f"reasoning-gym {RG_VERSION}, {self.name}")
+
+    def make_task(self, seed: int, difficulty: int = 1) -> Task:
+        """Generate the task for a seed at a difficulty level.
+
+        Args:
+            seed: Non-negative integer; see `train_seed` and `heldout_seeds`.
+            difficulty: Level 1..3.
+
+        Returns:
+            The deterministic `Task` for (domain, seed, difficulty).
+
+        Raises:
+            ConfigError: If seed is not a non-negative int or difficulty is not 1..3.
+        """
+        difficulty, index = _check_difficulty(difficulty), _as_int(seed)
+        if index is None or index < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+        seed = index
+        ds = _dataset(self, difficulty)
+        raw = self.generate(ds, seed, difficulty) if self.generate else ds[seed]
+        entry = json.loads(json.dumps(raw, default=str))  # Fraction etc. -> str
+        return Task(self.name, seed, entry["question"], str(entry["answer"]), difficulty, entry)
+
+    def score(self, task: Task, completion: str) -> tuple[float, dict]:
+        """Score a completion for a task.
+
+        reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct, in [0, 1]. Malformed
+        completions (not a str, over MAX_COMPLETION_CHARS, an answer line with control
+        characters or lone surrogates) score 0 with format 0; this never raises on them.
+
+        Args:
+            task: A task of this domain (from `make_task`).
+            completion: The model's text.
+
+        Returns:
+            (reward, breakdown) where breakdown is {"format": 0.0|1.0, "correct": score of
+            reasoning-gym's `score_answer` on the extracted answer in [0, 1] (0 if none),
+            "extracted": the extracted answer or None}.
+
+        Raises:
+            ConfigError: If the task belongs to another domain or has no valid difficulty.
+        """
+        if task.domain != self.name:
+            raise ConfigError(f"task of domain {task.domain!r} given to domain {self.name!r}")
+        _check_difficulty(task.difficulty)
+        extracted = extract_answer(completion)
+        if extracted is None:
+            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
+        correct = _dataset(self, task.difficulty).score_answer(extracted, task.entry)
+        correct = min(1.0, max(0.0, float(correct))) if correct == correct else 0.0  # NaN -> 0
+        reward = FORMAT_WEIGHT * 1.0 + CORRECT_WEIGHT * correct
+        return min(1.0, reward), {"format": 1.0, "correct": correct, "extracted": extracted}
+
+
+def _as_int(value: Any) -> int | None:
+    """value as a plain int (numpy ints too), or None for bools, floats and the rest."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _check_difficulty(difficulty: Any) -> int:
+    level = _as_int(difficulty)
+    if level not in DIFFICULTIES:
+        raise ConfigError(f"difficulty must be one of {list(DIFFICULTIES)}, got {difficulty!r}")
+    return level
+
+
+_DATASETS: dict[tuple[str, int], Any] = {}
+
+
+def _dataset(domain: Domain, difficulty: int) -> Any:
+    """The cached reasoning-gym dataset of a domain at a level (built once per process).
+
+    Built with seed=0, so item `idx` is generated from `Random(idx)`: the task seed is the
+    item index. Datasets ignore `size` when indexing (except gsm_symbolic; see below).
+    """
+    key = (domain.name, difficulty)
+    if key not in _DATASETS:
+        import reasoning_gym  # lazy: ~1 s import
+
+        _DATASETS[key] = reasoning_gym.create_dataset(domain.name, seed=0, **domain.levels[difficulty])
+    return _DATASETS[key]
+
+
+# gsm_symbolic has one config knob, `difficulty`, and its validator accepts only 1.0
+# (values above 1 make some templates raise). Its templates differ in the number of
+# solution steps (constant per template: lines of the reference chain of thought), so
+# levels pick templates by steps: 1 -> 2 steps, 2 -> 3 steps, 3 -> 4 to 14 steps.
+_GSM_STEP_BOUNDS = {1: (1, 2), 2: (3, 3), 3: (4, 1000)}
+_GSM_TEMPLATES: dict[int, list[int]] = {}
+
+
+def _gsm_templates(ds: Any, level: int) -> list[int]:
+    """Template ids of gsm_symbolic (upstream `tasks_ok`) whose step count fits `level`."""
+    if not _GSM_TEMPLATES:  # computed once (~2 ms); one update, so threads never see half
+        from reasoning_gym.arithmetic.gsm_symbolic.gsm_symbolic import tasks_ok
+
+        steps = {}
+        for t in tasks_ok:
+            cot = ds.generators[t](random.Random(0), 1.0)["metadata"]["answer_cot"]
+            steps[t] = sum(1 for ln in cot.splitlines() if ln.strip() and not ln.startswith("####"))
+        _GSM_TEMPLATES.update(
+            {lvl: sorted(t for t, s in steps.items() if lo <= s <= hi) for lvl, (lo, hi) in _GSM_STEP_BOUNDS.items()}
+        )
+    return _GSM_TEMPLATES[level]
+
+
+def _gsm_symbolic_item(ds: Any, seed: int, level: int) -> dict:
+    """A gsm_symbolic item for a seed, as upstream `__getitem__` builds it.
+
+    Upstream picks the template from a list sized `config.size`, so `ds[seed]` fails for
+    large seeds; here the template is `templates[seed % len(templates)]` (consecutive
+    held-out seeds cycle through all templates) and the values come from `Random(seed)`.
+    """
+    templates = _gsm_templates(ds, level)
+    template = templates[seed % len(templates)]
+    item = ds.generators[template](random.Random(seed), ds.config.difficulty)
+    item["question"] += " Give the result as your final answer. Do not include units."
+    item["metadata"].update(source_dataset="gsm_symbolic", source_index=seed, template=template)
+    return item
+
+
+DOMAINS: dict[str, Domain] = {
+    d.name: d
+    for d in [
+        Domain(
+            name="basic_arithmetic",
+            family="arithmetic",
+            description="Evaluate an integer expression with + - * / (floor division) and parentheses.",
+            levels={
+                1: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1),
+                2: dict(min_terms=3, max_terms=3, min_digits=1, max_digits=2),
+                3: dict(min_terms=3, max_terms=4, min_digits=2, max_digits=2),
+            },
+            level_notes={1: "2 terms, 1 digit", 2: "3 terms, 1-2 digits", 3: "3-4 terms, 2 digits"},
+        ),
+        Domain(
+            name="chain_sum",
+            family="arithmetic",
+            description="Add and subtract a chain of non-negative integers.",
+            levels={
+                1: dict(min_terms=2, max_terms=3, min_digits=1, max_digits=1),
+                2: dict(min_terms=3, max_terms=4, min_digits=1, max_digits=2),
+                3: dict(min_terms=4, max_terms=6, min_digits=2, max_digits=3),
+            },
+            level_notes={1: "2-3 terms, 1 digit", 2: "3-4 terms, 1-2 digits", 3: "4-6 terms, 2-3 digits"},
+        ),
+        Domain(
+            name="gsm_symbolic",
+            family="arithmetic",
+            description="Grade-school math word problems (GSM-Symbolic templates) with a numeric answer.",
+            levels={1: {}, 2: {}, 3: {}},
+            level_notes={1: "2-step templates", 2: "3-step templates", 3: "4-14-step templates"},
+            generate=_gsm_symbolic_item,
+        ),
+        Domain(
+            name="letter_counting",
+            family="algorithmic",
+            description="Count how often a letter occurs in a span of words from a novel.",
+            levels={
+                1: dict(min_words=3, max_words=5),
+                2: dict(min_words=6, max_words=10),
+                3: dict(min_words=11, max_words=15),
+            },
+            level_notes={1: "3-5 words", 2: "6-10 words", 3: "11-15 words"},
+        ),
+        Domain(
+            name="spell_backward",
+            family="algorithmic",
+            description="Spell an English word backward.",
+            levels={
+                1: dict(min_word_len=3, max_word_len=4),
+                2: dict(min_word_len=5, max_word_len=7),
+                3: dict(min_word_len=8, max_word_len=10),
+            },
+            level_notes={1: "3-4 letters", 2: "5-7 letters", 3: "8-10 letters"},
+        ),
+    ]
+}
+
+
+def domain_names() -> list[str]:
+    """Names of the registered domains, sorted."""
+    return sorted(DOMAINS)
+
+
+def get_domain(name: str) -> Domain:
+    """The registered domain called `name`.
+
+    Raises:
+        DomainNotFound: If no such domain; the message lists the valid names.
+    """
+    try:
+        return DOMAINS[name]
+    except (KeyError, TypeError):
+        raise DomainNotFound(f"unknown domain {name!r}; valid domains: {', '.join(domain_names())}") from None
+
+
+def build_messages(task: Task) -> list[dict]:
+    """Chat messages for a task: a short system message and the question plus the
+    answer-format instruction (the user message ends with `ANSWER_INSTRUCTION`)."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"},
+    ]
+
+
+def _malformed(text: str) -> bool:
+    """True if text holds control characters or lone surrogates (not encodable as UTF-8)."""
+    return any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text)
+
+
+def extract_answer(completion: str) -> str | None:
+    """The final answer in a completion.
+
+    Takes the text after the last "Answer:" (case-insensitive), strips it and keeps its
+    first line, stripped.
+
+    Args:
+        completion: Model text; anything else (None, bytes) counts as no answer.
+
+    Returns:
+        The answer, or None if there is no "Answer:", the answer is empty, the completion
+        is over MAX_COMPLETION_CHARS, or the answer has control characters or surrogates.
+    """
+    if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
+        return None
+    last = None
+    for last in _ANSWER_RE.finditer(completion):
+        pass
+    if last is None:
+        return None
+    text = completion[last.end() :].strip()
+    answer = text.splitlines()[0].strip() if text else ""
+    if not answer or _malformed(answer):
+        return None
+    return answer
+
+
+def train_seed(rng: random.Random) -> int:
+    """Draw a training seed uniformly from `TRAIN_SEED_RANGE` using `rng`."""
+    return rng.randrange(*TRAIN_SEED_RANGE)
+
+
+def heldout_seeds(n: int, offset: int = 0) -> list[int]:
+    """The n held-out seeds starting `offset` seeds into `HELDOUT_SEED_RANGE`.
+
+    Deterministic (consecutive seeds), so every evaluation sees the same tasks.
+
+    Raises:
+        ConfigError: If n or offset is negative or the seeds would leave the range.
+    """
+    low, high = HELDOUT_SEED_RANGE
+    if n < 0 or offset < 0 or low + offset + n > high:
+        raise ConfigError(f"need 0 <= n, 0 <= offset and offset + n <= {high - low}; got n={n}, offset={offset}")
+    return list(range(low + offset, low + offset + n))
+
+
+def is_heldout(seed: int) -> bool:
+    """True if the seed is in `HELDOUT_SEED_RANGE`."""
+    return HELDOUT_SEED_RANGE[0] <= seed < HELDOUT_SEED_RANGE[1]
