@@ -1,0 +1,396 @@
+"""The workbench's SQLite store: runs, metrics, trajectories, checkpoints, evaluations.
+
+A thin `Store` with domain verbs (`create_run`, `record_metrics`, `trajectories`, ...) on
+top of sqlite-utils. One file per machine (``$RLWB_DB`` or the user data dir), WAL mode so
+the page can read while a training process writes.
+
+    store = Store()                       # default_db_path()
+    run_id = store.create_run("demo", {"lr": 1e-6}, total_steps=10)
+    store.record_metrics(run_id, 1, {"reward/mean": 0.2})
+
+The schema is versioned in ``PRAGMA user_version`` and upgraded by the explicit functions
+in `MIGRATIONS`; a database written by a newer rlwb is refused rather than guessed at.
+
+Not covered here: launching or supervising runs (that is the run manager), exporting or
+deleting runs, and multi-host access (SQLite wants one host per file). A `Store` may be
+shared between threads (one lock guards its connection), but each process opens its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import platformdirs
+import sqlite_utils
+
+from backend.errors import RunNotFound, WorkbenchError
+
+if TYPE_CHECKING:  # trainer.types imports torch; the store only reads attributes
+    from trainer.types import Sample
+
+STATUSES = ("pending", "running", "completed", "failed", "stopped")
+FINISHED_STATUSES = ("completed", "failed", "stopped")
+RUN_FIELDS = ("name", "status", "config", "created_at", "started_at", "finished_at", "error",
+              "traceback", "pid", "heartbeat_at", "step", "total_steps")  # settable by update_run
+
+
+class TrajectoryNotFound(WorkbenchError, KeyError):
+    """No trajectory with the given id exists in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "trajectory not found"
+
+
+def default_db_path() -> Path:
+    """Where the store lives: ``$RLWB_DB`` if set, else ``<user data dir>/rlwb/rlwb.db``.
+
+    The parent directory is created if missing.
+    """
+    env = os.environ.get("RLWB_DB")
+    path = Path(env).expanduser() if env else Path(platformdirs.user_data_dir("rlwb")) / "rlwb.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _run_not_found(run_id: str) -> RunNotFound:
+    return RunNotFound(f"run '{run_id}' not found; list runs with `rlwb runs list`")
+
+
+def _now() -> str:
+    """Current time as ISO-8601 UTC with milliseconds (sorts lexicographically)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _new_run_id() -> str:
+    """Short sortable id: ``r`` + UTC ``yyyymmdd-HHMMSS`` + ``-`` + 4 hex digits."""
+    return "r" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def _migrate_1(db: sqlite_utils.Database) -> None:
+    """Version 1: runs, metrics, trajectories, checkpoints, evaluations."""
+    fk = [("run_id", "runs", "id")]
+    db["runs"].create({
+        "id": str, "name": str, "status": str, "config": str, "created_at": str,
+        "started_at": str, "finished_at": str, "error": str, "traceback": str, "pid": int,
+        "heartbeat_at": str, "step": int, "total_steps": int,
+    }, pk="id", not_null={"name", "status", "config", "created_at"})
+    db["runs"].create_index(["created_at"])
+    # the primary key (run_id, name, step) is the index curves are read through
+    db["metrics"].create({"run_id": str, "step": int, "name": str, "value": float},
+                         pk=("run_id", "name", "step"), foreign_keys=fk)
+    db["trajectories"].create({
+        "id": int, "run_id": str, "step": int, "domain": str, "task_seed": int,
+        "group_idx": int, "sample_idx": int, "prompt": str, "completion": str, "answer": str,
+        "reward": float, "breakdown": str, "advantage": float, "prompt_tokens": int,
+        "completion_tokens": int, "finish_reason": str, "created_at": str,
+    }, pk="id", foreign_keys=fk)
+    db["trajectories"].create_index(["run_id", "step", "group_idx", "sample_idx"])
+    db["trajectories"].create_index(["run_id", "domain"])
+    db["checkpoints"].create({"run_id": str, "step": int, "path": str, "created_at": str},
+                             pk=("run_id", "step"), foreign_keys=fk)
+    db["evaluations"].create({
+        "run_id": str, "phase": str, "domain": str, "n": int, "accuracy": float,
+        "mean_reward": float, "format_rate": float, "model": str, "created_at": str,
+    }, pk=("run_id", "phase", "domain"), foreign_keys=fk)
+
+
+# version -> function that upgrades a database at version-1 to version. Append, never edit.
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_1}
+
+
+def _locked(method):
+    """Run a `Store` method while holding the store's lock (one connection, many threads)."""
+
+    @functools.wraps(method)
+    def wrapper(self: "Store", *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _decode(row: dict, column: str) -> dict:
+    """Decode the JSON text in `column` of a row (NULL -> {})."""
+    row[column] = json.loads(row[column]) if row.get(column) else {}
+    return row
+
+
+class Store:
+    """Domain verbs over the workbench's SQLite database.
+
+    Args:
+        path: database file; None means `default_db_path()`; ``":memory:"`` for tests.
+
+    Raises:
+        WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
+    """
+
+    SCHEMA_VERSION = 1
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = str(default_db_path() if path is None else path)
+        conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
+        self.db = sqlite_utils.Database(conn)
+        self._lock = threading.RLock()
+        self.db.execute("PRAGMA busy_timeout = 5000")
+        self.db.execute("PRAGMA foreign_keys = ON")
+        if self.path != ":memory:":
+            self.db.enable_wal()
+        try:
+            self._migrate()
+        except BaseException:
+            conn.close()
+            raise
+
+    def _migrate(self) -> None:
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the version
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > self.SCHEMA_VERSION:
+                raise WorkbenchError(f"database {self.path} has schema version {version}, but this "
+                                     f"rlwb understands up to {self.SCHEMA_VERSION}; upgrade "
+                                     "rl-workbench or point RLWB_DB at another file")
+            for target in range(version + 1, self.SCHEMA_VERSION + 1):
+                MIGRATIONS[target](self.db)
+                conn.execute(f"PRAGMA user_version = {target}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close the connection; the store can't be used afterwards."""
+        with self._lock:
+            self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- runs -------------------------------------------------------------------------
+
+    def _require_run(self, run_id: str) -> None:
+        if not self.db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone():
+            raise _run_not_found(run_id)
+
+    @_locked
+    def create_run(self, name: str, config: dict, total_steps: int) -> str:
+        """Insert a run in status 'pending' and return its id, e.g. ``r20250101-120000-ab12``.
+
+        `config` is the resolved run config, stored as JSON (non-JSON values via `str`);
+        `total_steps` is the number of training steps planned.
+        """
+        row = {"name": name, "status": "pending", "config": json.dumps(config, default=str),
+               "created_at": _now(), "step": 0, "total_steps": int(total_steps)}
+        for _ in range(10):  # 4 hex digits can collide within one second; retry
+            try:
+                run_id = _new_run_id()
+                self.db["runs"].insert({"id": run_id, **row})
+                return run_id
+            except sqlite3.IntegrityError:
+                continue
+        raise WorkbenchError("could not allocate a unique run id; try again")
+
+    @_locked
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set columns of a run, e.g. ``update_run(rid, pid=123)``; a dict config is JSON-encoded.
+
+        Raises:
+            RunNotFound: if the run doesn't exist.
+            ValueError: on an unknown column or an invalid status.
+        """
+        unknown = set(fields) - set(RUN_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown run field(s) {sorted(unknown)}; valid: {RUN_FIELDS}")
+        if "status" in fields and fields["status"] not in STATUSES:
+            raise ValueError(f"invalid run status {fields['status']!r}; use one of {STATUSES}")
+        if isinstance(fields.get("config"), dict):
+            fields["config"] = json.dumps(fields["config"], default=str)
+        self._require_run(run_id)
+        if fields:
+            self.db["runs"].update(run_id, fields)
+
+    def set_status(
+        self, run_id: str, status: str, error: str | None = None, traceback: str | None = None
+    ) -> None:
+        """Move a run to `status`, stamping times.
+
+        -> 'running' sets started_at (first time only) and heartbeat_at and clears
+        finished_at/error/traceback (a resumed run); -> completed/failed/stopped sets
+        finished_at and stores `error` and `traceback`. Raises RunNotFound, or ValueError
+        if `status` is not one of `STATUSES`.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"invalid run status {status!r}; use one of {STATUSES}")
+        fields: dict[str, Any] = {"status": status}
+        now = _now()
+        with self._lock:
+            if status == "running":
+                run = self.get_run(run_id)
+                fields.update(started_at=run["started_at"] or now, heartbeat_at=now,
+                              finished_at=None, error=None, traceback=None)
+            elif status in FINISHED_STATUSES:
+                fields.update(finished_at=now, error=error, traceback=traceback)
+            self.update_run(run_id, **fields)
+
+    def heartbeat(self, run_id: str, step: int | None = None) -> None:
+        """Stamp heartbeat_at and, if given, record `step` as the last completed step."""
+        fields: dict[str, Any] = {"heartbeat_at": _now()}
+        if step is not None:
+            fields["step"] = int(step)
+        self.update_run(run_id, **fields)
+
+    @_locked
+    def get_run(self, run_id: str) -> dict:
+        """One run as a dict with `config` decoded; raises RunNotFound if it doesn't exist."""
+        try:
+            return _decode(dict(self.db["runs"].get(run_id)), "config")
+        except sqlite_utils.db.NotFoundError:
+            raise _run_not_found(run_id) from None
+
+    @_locked
+    def list_runs(self, limit: int = 200) -> list[dict]:
+        """Up to `limit` runs, newest first, configs decoded."""
+        rows = self.db["runs"].rows_where(order_by="created_at DESC, rowid DESC", limit=limit)
+        return [_decode(r, "config") for r in rows]
+
+    # ---- metrics ----------------------------------------------------------------------
+
+    @contextlib.contextmanager  # used by every record_* verb
+    def _writing(self, run_id: str) -> Iterator[None]:
+        """One transaction for rows of `run_id`; a foreign-key failure becomes RunNotFound."""
+        try:
+            with self.db.atomic():
+                yield
+        except sqlite3.IntegrityError as e:
+            if "FOREIGN KEY" in str(e):
+                raise _run_not_found(run_id) from None
+            raise
+
+    @_locked
+    def record_metrics(self, run_id: str, step: int, metrics: dict[str, float]) -> None:
+        """Store metrics of one step, e.g. {"reward/mean": 0.3, "kl": 0.01}; a repeat replaces."""
+        rows = [{"run_id": run_id, "step": int(step), "name": k, "value": float(v)}
+                for k, v in metrics.items()]
+        with self._writing(run_id):
+            self.db["metrics"].insert_all(rows, replace=True)
+
+    @_locked
+    def run_metrics(self, run_id: str) -> list[dict]:
+        """All metrics of a run as rows {step, name, value}, ordered by step then name."""
+        sql = "SELECT step, name, value FROM metrics WHERE run_id = ? ORDER BY step, name"
+        return list(self.db.query(sql, [run_id]))
+
+    # ---- trajectories -----------------------------------------------------------------
+
+    @_locked
+    def record_trajectories(self, run_id: str, step: int, samples: list[Sample]) -> None:
+        """Store the scored samples of one step in one transaction; raises RunNotFound."""
+        now = _now()
+        rows = [{
+            "run_id": run_id, "step": int(step), "domain": s.domain, "task_seed": int(s.task_seed),
+            "group_idx": int(s.group), "sample_idx": int(s.index), "prompt": s.prompt,
+            "completion": s.completion.text, "answer": s.answer, "reward": float(s.reward),
+            "breakdown": json.dumps(s.breakdown, default=str), "advantage": float(s.advantage),
+            "prompt_tokens": len(s.prompt_ids), "completion_tokens": len(s.completion.token_ids),
+            "finish_reason": s.completion.finish_reason, "created_at": now,
+        } for s in samples]
+        with self._writing(run_id):
+            self.db["trajectories"].insert_all(rows)
+
+    @_locked
+    def trajectories(
+        self, run_id: str, *, step_min: int | None = None, step_max: int | None = None,
+        domain: str | None = None, reward_min: float | None = None,
+        reward_max: float | None = None, limit: int = 500, offset: int = 0,
+    ) -> list[dict]:
+        """Up to `limit` trajectories from `offset` matching the filters (bounds inclusive),
+        ordered by step, group_idx, sample_idx; breakdown decoded."""
+        where, params = ["run_id = ?"], [run_id]
+        for clause, value in (("step >= ?", step_min), ("step <= ?", step_max),
+                              ("domain = ?", domain), ("reward >= ?", reward_min),
+                              ("reward <= ?", reward_max)):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        order = "step, group_idx, sample_idx, id"
+        rows = self.db["trajectories"].rows_where(" AND ".join(where), params, order_by=order,
+                                                  limit=limit, offset=offset)
+        return [_decode(r, "breakdown") for r in rows]
+
+    @_locked
+    def trajectory(self, traj_id: int) -> dict:
+        """One trajectory by id, breakdown decoded; raises TrajectoryNotFound if missing."""
+        try:
+            return _decode(dict(self.db["trajectories"].get(int(traj_id))), "breakdown")
+        except sqlite_utils.db.NotFoundError:
+            raise TrajectoryNotFound(f"trajectory {traj_id} not found") from None
+
+    @_locked
+    def group(self, run_id: str, step: int, group_idx: int) -> list[dict]:
+        """The G samples of one task at one step, ordered by sample_idx."""
+        where = "run_id = ? AND step = ? AND group_idx = ?"
+        rows = self.db["trajectories"].rows_where(where, [run_id, step, group_idx],
+                                                  order_by="sample_idx, id")
+        return [_decode(r, "breakdown") for r in rows]
+
+    @_locked
+    def trajectory_domains(self, run_id: str) -> list[str]:
+        """Sorted distinct domains that have trajectories in this run."""
+        sql = "SELECT DISTINCT domain FROM trajectories WHERE run_id = ? ORDER BY domain"
+        return [r["domain"] for r in self.db.query(sql, [run_id])]
+
+    @_locked
+    def trajectory_step_range(self, run_id: str) -> tuple[int, int] | None:
+        """(first, last) step that has trajectories in this run, or None if there are none."""
+        sql = "SELECT MIN(step) AS lo, MAX(step) AS hi FROM trajectories WHERE run_id = ?"
+        row = next(self.db.query(sql, [run_id]))
+        return None if row["lo"] is None else (row["lo"], row["hi"])
+
+    # ---- checkpoints and evaluations --------------------------------------------------
+
+    @_locked
+    def record_checkpoint(self, run_id: str, step: int, path: str) -> None:
+        """Record a checkpoint saved at `step` (a repeat replaces); raises RunNotFound."""
+        row = {"run_id": run_id, "step": int(step), "path": str(path), "created_at": _now()}
+        with self._writing(run_id):
+            self.db["checkpoints"].insert(row, replace=True)
+
+    @_locked
+    def checkpoints(self, run_id: str) -> list[dict]:
+        """Checkpoints of a run as {run_id, step, path, created_at}, ordered by step."""
+        return list(self.db["checkpoints"].rows_where("run_id = ?", [run_id], order_by="step"))
+
+    @_locked
+    def record_evaluation(
+        self, run_id: str, phase: str, domain: str, n: int, accuracy: float,
+        mean_reward: float, format_rate: float, model: str,
+    ) -> None:
+        """Record one evaluation (phase "before", "after" or "step-N"); a repeat replaces it.
+
+        accuracy, mean_reward and format_rate are fractions in [0, 1] over `n` tasks; `model`
+        names the model or checkpoint evaluated. Raises RunNotFound if the run doesn't exist.
+        """
+        row = {"run_id": run_id, "phase": phase, "domain": domain, "n": int(n),
+               "accuracy": float(accuracy), "mean_reward": float(mean_reward),
+               "format_rate": float(format_rate), "model": model, "created_at": _now()}
+        with self._writing(run_id):
+            self.db["evaluations"].insert(row, replace=True)
+
+    @_locked
+    def evaluations(self, run_id: str) -> list[dict]:
+        """Evaluations of a run in the order they were (last) recorded."""
+        return list(self.db["evaluations"].rows_where("run_id = ?", [run_id], order_by="rowid"))
