@@ -1,0 +1,73 @@
+"""Bad input: each bad config exits non-zero with one clear message naming the field, and
+leaves no run behind (so none can be left marked running)."""
+
+from pathlib import Path
+
+import pytest
+
+from backend.cli import main
+from backend.config import load_config
+from backend.errors import ConfigError
+from backend.store import Store
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "cfg.yaml"
+    p.write_text(text)
+    return p
+
+
+def _run_cli(tmp_path, cfg_path, capsys) -> tuple[int, str]:
+    db = tmp_path / "wb.db"
+    code = main(["--db", str(db), "run", str(cfg_path)])
+    err = capsys.readouterr().err.strip()
+    assert Store(db).list_runs() == [], "a rejected config must not create a run"
+    return code, err
+
+
+@pytest.mark.parametrize(
+    "body, field, hint",
+    [
+        ("domains: [basic_arithmetic, no_such_domain]", "domains", "choose from"),
+        ("group_size: 1", "group_size", "group_size: 8"),
+        ("model: /definitely/not/a/model", "model", "/definitely/not/a/model"),
+        ("steps: -3", "steps", "greater than or equal to 1"),
+        ("learning_rat: 0.1", "learning_rat", "valid fields"),
+        ("prompts_per_step: 3\ngroup_size: 4\nmicro_batch_size: 8", "micro_batch_size", "must divide"),
+    ],
+)
+def test_bad_field_exits_nonzero_naming_the_field(tmp_path, capsys, tiny_model_dir, body, field, hint):
+    cfg = _write(tmp_path, f"model: {tiny_model_dir}\n{body}\n")
+    code, err = _run_cli(tmp_path, cfg, capsys)
+    assert code == 2
+    assert err.count("\n") == 0, f"expected one line, got: {err}"
+    assert f"field '{field}'" in err and hint in err
+
+
+def test_malformed_yaml(tmp_path, capsys):
+    cfg = _write(tmp_path, "name: x\ndomains: [basic_arithmetic\nsteps: 3\n")
+    code, err = _run_cli(tmp_path, cfg, capsys)
+    assert code == 2
+    assert "malformed YAML at line" in err and err.count("\n") == 0
+
+
+def test_missing_file_and_non_mapping(tmp_path, capsys):
+    code, err = _run_cli(tmp_path, tmp_path / "nope.yaml", capsys)
+    assert code == 2 and "not found" in err
+    code, err = _run_cli(tmp_path, _write(tmp_path, "- a\n- b\n"), capsys)
+    assert code == 2 and "expected a mapping" in err
+
+
+def test_list_of_domains_means_equal_weights(tiny_model_dir, tmp_path):
+    cfg = load_config(_write(tmp_path, f"model: {tiny_model_dir}\ndomains: [chain_sum, spell_backward]\n"))
+    assert cfg.domains == {"chain_sum": 1.0, "spell_backward": 1.0}
+
+
+def test_unknown_model_name_says_how_to_fetch(tmp_path):
+    with pytest.raises(ConfigError, match="field 'model'"):
+        load_config(_write(tmp_path, "model: not-a-known-model\n"))
+
+
+def test_runs_show_unknown_id(tmp_path, capsys):
+    assert main(["--db", str(tmp_path / "wb.db"), "runs", "show", "r-nope"]) == 2
+    assert "not found" in capsys.readouterr().err
