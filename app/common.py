@@ -1,0 +1,70 @@
+"""Shared by the pages: where the store is, the cached `Store` handle, pickers.
+
+Not covered here: queries (each page caches its own loaders over `backend.views`) and
+anything that writes to the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from backend.store import Store, default_db_path
+
+
+def db_path() -> str:
+    """The store the page reads: ``$RLWB_DB`` if set, else the default user data path."""
+    return str(default_db_path())
+
+
+@st.cache_resource(show_spinner=False)
+def get_store(path: str) -> Store:
+    """One `Store` per database file, shared by every session (the store locks itself).
+
+    Raises:
+        WorkbenchError: if the database was written by a newer rlwb.
+    """
+    return Store(path)
+
+
+def follow_table_selection(event: Any, ids: list, target_key: str) -> None:
+    """Point the selectbox with key `target_key` at the row picked in a ``st.dataframe``.
+
+    Call after ``st.dataframe(..., on_select="rerun", selection_mode="single-row")`` and
+    before the selectbox is drawn. A row pick wins once; the selectbox stays usable after.
+
+    Args:
+        event: the dataframe's selection state.
+        ids: option values, one per table row in display order.
+        target_key: session_state key of the selectbox to move.
+    """
+    memo = f"{target_key}__picked_row"
+    rows = event.selection.rows if event is not None else []
+    if not rows:
+        st.session_state.pop(memo, None)
+        return
+    picked = ids[rows[0]]
+    if st.session_state.get(memo) != picked:
+        st.session_state[memo] = picked
+        st.session_state[target_key] = picked
+
+
+def run_picker(runs: list[tuple[str, str]], key: str) -> str:
+    """Selectbox over runs, seeded from and kept in the ``?run=<id>`` query parameter.
+
+    Args:
+        runs: (id, name) pairs, newest first; must not be empty.
+        key: page-prefixed session_state key of the selectbox.
+
+    Returns:
+        The selected run id (the newest run unless the URL or the user chose another).
+    """
+    ids = [i for i, _ in runs]
+    names = dict(runs)
+    if st.session_state.get(key) not in ids:
+        wanted = st.query_params.get("run")
+        st.session_state[key] = wanted if wanted in ids else ids[0]
+    run_id = st.selectbox("Run", ids, format_func=lambda i: f"{names[i]} · {i}", key=key)
+    st.query_params["run"] = run_id
+    return run_id

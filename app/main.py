@@ -1,0 +1,29 @@
+"""RL Workbench page router: ``streamlit run app/main.py``.
+
+Reads the store at ``$RLWB_DB`` (or the default user data path) and routes between the
+Runs and Trajectories pages. Holds no page content itself.
+"""
+
+import streamlit as st
+
+from app.common import db_path, get_store
+from backend.errors import WorkbenchError
+
+st.set_page_config(page_title="RL Workbench", layout="wide")
+
+pages = [
+    st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:", default=True),
+    st.Page("pages/trajectories.py", title="Trajectories", icon=":material/route:"),
+]
+page = st.navigation(pages)
+
+st.sidebar.markdown("### RL Workbench")
+path = db_path()
+st.sidebar.caption(f"Store: `{path}`")
+try:
+    get_store(path)
+except WorkbenchError as e:
+    st.error(str(e))
+    st.stop()
+
+page.run()

@@ -1,0 +1,131 @@
+"""Runs page: the table of runs, and for one run its status, curves, evaluation, checkpoints.
+
+UI only: data comes from `backend.views` and `Store` verbs through cached loaders. A live
+run's panel refreshes itself every few seconds. Starting and stopping runs is not here
+(use `rlwb`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from app.common import db_path, follow_table_selection, get_store, run_picker
+from backend import views
+
+LIVE_REFRESH = "10s"
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def load_runs(path: str) -> pd.DataFrame:
+    return views.runs_table(get_store(path))
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def load_run(path: str, run_id: str) -> dict:
+    return get_store(path).get_run(run_id)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def load_metrics(path: str, run_id: str) -> pd.DataFrame:
+    return views.metrics_frame(get_store(path), run_id)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def load_evaluations(path: str, run_id: str) -> pd.DataFrame:
+    return views.evaluation_table(get_store(path), run_id)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def load_checkpoints(path: str, run_id: str) -> pd.DataFrame:
+    return views.checkpoints_frame(get_store(path), run_id)
+
+
+def line_chart(frame: pd.DataFrame, title: str, **kwargs):
+    """Plotly line chart of long-form metric rows (step, name, value), one line per name."""
+    fig = px.line(frame, x="step", y="value", color="name", title=title,
+                  markers=frame["step"].nunique() < 30, **kwargs)
+    fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
+    return fig
+
+
+def show_status(run: dict) -> None:
+    cols = st.columns(4)
+    cols[0].metric("Status", run["status"])
+    cols[1].metric("Step", f"{run['step'] or 0} / {run['total_steps'] or 0}")
+    cols[2].metric("Duration", views.format_duration(views.run_duration(run)) or "—")
+    beat = run["heartbeat_at"]
+    cols[3].metric("Last heartbeat", f"{beat[11:19]} UTC" if beat else "—")
+    if run["status"] == "failed":
+        st.error(run["error"] or "The run failed without an error message.")
+        if run["traceback"]:
+            with st.expander("Traceback"):
+                st.code(run["traceback"], language=None)
+    elif run["error"]:
+        st.warning(run["error"])
+
+
+def show_curves(path: str, run_id: str) -> None:
+    panels, other = views.metric_panels(load_metrics(path, run_id))
+    if not panels and other.empty:
+        st.info("No metrics recorded yet; they appear after the first training step.")
+        return
+    cols = st.columns(2)
+    for i, (title, frame) in enumerate(panels.items()):
+        with cols[i % 2]:
+            st.plotly_chart(line_chart(frame, title, height=320), key=f"runs_chart_{i}")
+    if not other.empty:
+        names = other["name"].nunique()
+        with st.expander(f"Other metrics ({names})"):
+            fig = line_chart(other, "", facet_col="name", facet_col_wrap=2,
+                             height=260 * ((names + 1) // 2))
+            fig.update_yaxes(matches=None, showticklabels=True)
+            fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
+            fig.update_layout(showlegend=False)
+            st.plotly_chart(fig, key="runs_chart_other")
+
+
+def show_run(path: str, run_id: str) -> None:
+    """Everything about one run; drawn inside a fragment so a live run refreshes alone."""
+    run = load_run(path, run_id)
+    st.subheader(f"{run['name']} · `{run['id']}`")
+    show_status(run)
+    st.page_link("pages/trajectories.py", label="Inspect this run's trajectories",
+                 icon=":material/route:", query_params={"run": run_id})
+    with st.expander("Config"):
+        st.json(run["config"])
+    show_curves(path, run_id)
+
+    evals = load_evaluations(path, run_id)
+    if not evals.empty:
+        st.subheader("Evaluation")
+        st.caption("Accuracy per domain on held-out tasks, by phase.")
+        percent = {c: st.column_config.NumberColumn(format="percent")
+                   for c in evals.columns if c not in ("domain", "n")}
+        st.dataframe(evals, hide_index=True, column_config=percent)
+
+    st.subheader("Checkpoints")
+    ckpts = load_checkpoints(path, run_id)
+    if ckpts.empty:
+        st.caption("No checkpoints saved yet.")
+    else:
+        st.dataframe(ckpts, hide_index=True)
+
+
+def render() -> None:
+    st.title("Runs")
+    path = db_path()
+    table = load_runs(path)
+    if table.empty:
+        st.info("No runs yet; start one with `rlwb run configs/quickstart.yaml`.")
+        return
+    event = st.dataframe(table, hide_index=True, on_select="rerun",
+                         selection_mode="single-row", key="runs_table")
+    follow_table_selection(event, table["id"].tolist(), "runs_run")
+    run_id = run_picker(list(zip(table["id"], table["name"])), key="runs_run")
+    live = load_run(path, run_id)["status"] in ("pending", "running")
+    st.fragment(show_run, run_every=LIVE_REFRESH if live else None)(path, run_id)
+
+
+render()

@@ -1,0 +1,136 @@
+"""Trajectories page: filter a run's trajectories, read one, compare it with its group.
+
+UI only: data comes from `backend.views` and `Store` verbs through cached loaders. Shows
+single-turn samples (prompt, completion, reward breakdown); per-turn tool calls of
+multi-turn episodes are not drawn here yet. The table shows at most `LIMIT` rows.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.common import db_path, follow_table_selection, get_store, run_picker
+from backend import views
+
+LIMIT = 500
+ALL_DOMAINS = "All domains"
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def load_runs(path: str) -> pd.DataFrame:
+    return views.runs_table(get_store(path))
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def load_scope(path: str, run_id: str) -> tuple[tuple[int, int] | None, list[str]]:
+    store = get_store(path)
+    return store.trajectory_step_range(run_id), store.trajectory_domains(run_id)
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def load_trajectories(path: str, run_id: str, **filters) -> pd.DataFrame:
+    return views.trajectories_frame(get_store(path), run_id, limit=LIMIT, **filters)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def load_trajectory(path: str, traj_id: int) -> tuple[dict, pd.DataFrame, list[dict]]:
+    store = get_store(path)
+    traj = store.trajectory(traj_id)
+    group = store.group(traj["run_id"], traj["step"], traj["group_idx"])
+    return traj, views.group_frame(store, traj), group
+
+
+def filters_for(path: str, run_id: str) -> dict | None:
+    """Draw the filter widgets; None if the run has no trajectories yet."""
+    steps, domains = load_scope(path, run_id)
+    if steps is None:
+        st.info("No trajectories recorded for this run yet; they appear after the first step.")
+        return None
+    cols = st.columns(3)
+    with cols[0]:
+        if steps[0] < steps[1]:
+            lo, hi = st.slider("Steps", steps[0], steps[1], steps, key="traj_steps")
+        else:
+            lo = hi = steps[0]
+            st.caption(f"Step {lo} (the only step with trajectories)")
+    domain = cols[1].selectbox("Domain", [ALL_DOMAINS, *domains], key="traj_domain")
+    rmin, rmax = cols[2].slider("Reward", 0.0, 1.0, (0.0, 1.0), step=0.05, key="traj_reward")
+    return {
+        "step_min": lo, "step_max": hi,
+        "domain": None if domain == ALL_DOMAINS else domain,
+        "reward_min": rmin if rmin > 0.0 else None,  # full range: no reward filter at all
+        "reward_max": rmax if rmax < 1.0 else None,
+    }
+
+
+def show_trajectory(traj: dict) -> None:
+    st.subheader(f"Trajectory #{traj['id']}")
+    st.caption(f"{traj['domain']} · step {traj['step']} · group {traj['group_idx']} · "
+               f"sample {traj['sample_idx']} · task seed {traj['task_seed']}")
+    cols = st.columns(4)
+    cols[0].metric("Reward", f"{traj['reward']:.3f}")
+    cols[1].metric("Advantage", f"{traj['advantage']:+.3f}")
+    cols[2].metric("Finish reason", traj["finish_reason"] or "—")
+    cols[3].metric("Tokens (prompt / completion)",
+                   f"{traj['prompt_tokens']} / {traj['completion_tokens']}")
+    st.markdown("**Prompt**")
+    st.code(traj["prompt"], language=None, wrap_lines=True)
+    st.markdown("**Completion**")
+    st.code(traj["completion"], language=None, wrap_lines=True)
+    st.markdown("**Reference answer**")
+    st.code(traj["answer"] or "(none)", language=None, wrap_lines=True)
+    st.markdown("**Reward breakdown**")
+    st.json(traj["breakdown"])
+
+
+def show_group(traj: dict, frame: pd.DataFrame, group: list[dict]) -> None:
+    st.subheader(f"Its group ({len(group)} samples)")
+    rewards = frame["reward"]
+    st.caption(f"mean reward {rewards.mean():.3f} · std {rewards.std(ddof=0):.3f}")
+    st.dataframe(frame, hide_index=True, key="traj_group_table")
+    for other in group:
+        if other["id"] == traj["id"]:
+            continue
+        label = (f"sample {other['sample_idx']} · reward {other['reward']:.3f} · "
+                 f"advantage {other['advantage']:+.3f}")
+        with st.expander(label):
+            st.code(other["completion"], language=None, wrap_lines=True)
+
+
+def render() -> None:
+    st.title("Trajectories")
+    path = db_path()
+    runs = load_runs(path)
+    if runs.empty:
+        st.info("No runs yet; start one with `rlwb run configs/quickstart.yaml`.")
+        return
+    run_id = run_picker(list(zip(runs["id"], runs["name"])), key="traj_run")
+    filters = filters_for(path, run_id)
+    if filters is None:
+        return
+    table = load_trajectories(path, run_id, **filters)
+    more = f" (the first {LIMIT}; narrow the filters to see others)" if len(table) == LIMIT else ""
+    st.caption(f"{len(table)} trajectories{more}")
+    if table.empty:
+        st.info("No trajectories match these filters.")
+        return
+    event = st.dataframe(table, hide_index=True, on_select="rerun",
+                         selection_mode="single-row", key="traj_table")
+    ids = [int(i) for i in table["id"]]
+    follow_table_selection(event, ids, "traj_selected")
+    rows = {int(r.id): r for r in table.itertuples()}
+    traj_id = st.selectbox(
+        "Trajectory", ids, key="traj_selected",
+        format_func=lambda i: (f"#{i} · step {rows[i].step} · {rows[i].domain} · "
+                               f"group {rows[i].group} · reward {rows[i].reward:.2f}"),
+    )
+    traj, group_frame, group = load_trajectory(path, traj_id)
+    left, right = st.columns([3, 2])
+    with left:
+        show_trajectory(traj)
+    with right:
+        show_group(traj, group_frame, group)
+
+
+render()

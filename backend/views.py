@@ -1,0 +1,179 @@
+"""Data shaped for the page: pandas frames and small summaries built from `Store` verbs.
+
+The Streamlit pages call these (through their caches) and only draw the result, so what
+the page shows can be tested without Streamlit. Every function reads the store and never
+writes it.
+
+Not covered here: charts (the pages build them with Plotly), caching (the pages wrap these
+in ``st.cache_data``), and anything that starts or stops runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pandas as pd
+
+from backend.store import Store
+
+#: Chart panels on the Runs page: title -> metric names ("reward/*" means every reward
+#: metric: "reward/mean" and one "reward/<domain>" per domain).
+METRIC_PANELS: dict[str, tuple[str, ...]] = {
+    "Reward (mean and per domain)": ("reward/*",),
+    "KL to reference": ("kl",),
+    "Response length (tokens)": ("response_length",),
+    "Throughput (tokens/s)": ("rollout_tokens_per_s", "learner_tokens_per_s"),
+}
+
+PREVIEW_CHARS = 80
+
+
+def _parse(ts: str | None) -> datetime | None:
+    return datetime.fromisoformat(ts) if ts else None
+
+
+def format_duration(seconds: float | None) -> str:
+    """Seconds as a short human string: "42s", "3m 05s", "2h 10m"; "" for None."""
+    if seconds is None:
+        return ""
+    s = int(max(seconds, 0))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def run_duration(run: dict, now: datetime | None = None) -> float | None:
+    """Wall-clock seconds a run has been running: start to finish, or start to now if live.
+
+    Returns None if the run never started.
+    """
+    start = _parse(run.get("started_at"))
+    if start is None:
+        return None
+    end = _parse(run.get("finished_at")) or now or datetime.now(timezone.utc)
+    return (end - start).total_seconds()
+
+
+def runs_table(store: Store, limit: int = 200) -> pd.DataFrame:
+    """One row per run, newest first: id, name, status, progress ("step/total"), created, duration.
+
+    `created` is "YYYY-MM-DD HH:MM" UTC; `duration` is `format_duration` of `run_duration`.
+    """
+    rows = [
+        {
+            "id": r["id"], "name": r["name"], "status": r["status"],
+            "progress": f"{r['step'] or 0}/{r['total_steps'] or 0}",
+            "created": r["created_at"][:16].replace("T", " "),
+            "duration": format_duration(run_duration(r)),
+        }
+        for r in store.list_runs(limit)
+    ]
+    return pd.DataFrame(rows, columns=["id", "name", "status", "progress", "created", "duration"])
+
+
+def metrics_frame(store: Store, run_id: str) -> pd.DataFrame:
+    """All metrics of a run in long form: columns step, name, value (ordered by step)."""
+    return pd.DataFrame(store.run_metrics(run_id), columns=["step", "name", "value"])
+
+
+def _panel_names(pattern: str, names: list[str]) -> list[str]:
+    if pattern.endswith("/*"):
+        prefix = pattern[:-1]
+        mean = prefix + "mean"
+        return sorted((n for n in names if n.startswith(prefix)), key=lambda n: (n != mean, n))
+    return [pattern] if pattern in names else []
+
+
+def metric_panels(frame: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    """Split a `metrics_frame` into the known chart panels and the rest.
+
+    Returns:
+        (panels, other): panels maps each `METRIC_PANELS` title that has data to its rows
+        (long form, ordered by metric then step); other holds the metrics no panel shows.
+    """
+    names = sorted(frame["name"].unique()) if len(frame) else []
+    panels, shown = {}, set()
+    for title, patterns in METRIC_PANELS.items():
+        chosen = [n for p in patterns for n in _panel_names(p, names)]
+        if chosen:  # rows in legend order: reward/mean first, then domains
+            panels[title] = pd.concat([frame[frame["name"] == n] for n in chosen],
+                                      ignore_index=True)
+            shown.update(chosen)
+    other = frame[~frame["name"].isin(shown)].reset_index(drop=True)
+    return panels, other
+
+
+def _phase_key(phase: str) -> tuple[int, int]:
+    if phase == "before":
+        return (0, 0)
+    if phase.startswith("step-") and phase[5:].isdigit():
+        return (1, int(phase[5:]))
+    return (2, 0) if phase == "after" else (3, 0)
+
+
+def evaluation_table(store: Store, run_id: str) -> pd.DataFrame:
+    """Accuracy per domain (rows) and evaluation phase (columns: before, step-N..., after).
+
+    Adds a "change" column (after - before) when both phases exist, and "n" (tasks per
+    domain, from the latest phase). Empty frame if the run has no evaluations.
+    """
+    evals = pd.DataFrame(store.evaluations(run_id))
+    if evals.empty:
+        return pd.DataFrame()
+    table = evals.pivot_table(index="domain", columns="phase", values="accuracy", aggfunc="last")
+    table = table[sorted(table.columns, key=_phase_key)]
+    if {"before", "after"} <= set(table.columns):
+        table["change"] = table["after"] - table["before"]
+    table["n"] = evals.groupby("domain")["n"].last()
+    table.columns.name = None
+    return table.reset_index()
+
+
+def checkpoints_frame(store: Store, run_id: str) -> pd.DataFrame:
+    """Checkpoints of a run: columns step, path, created_at (ordered by step)."""
+    return pd.DataFrame(store.checkpoints(run_id), columns=["step", "path", "created_at"])
+
+
+def _preview(text: str) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+TRAJ_COLUMNS = ["id", "step", "domain", "group", "sample", "reward", "advantage",
+                "tokens", "finish", "completion"]
+
+
+def trajectories_frame(store: Store, run_id: str, **filters) -> pd.DataFrame:
+    """Trajectories matching `filters` (see `Store.trajectories`) as a table.
+
+    Columns: id, step, domain, group, sample, reward, advantage, tokens (completion
+    tokens), finish (finish reason), completion (first `PREVIEW_CHARS` characters).
+    """
+    rows = [
+        {
+            "id": t["id"], "step": t["step"], "domain": t["domain"], "group": t["group_idx"],
+            "sample": t["sample_idx"], "reward": t["reward"], "advantage": t["advantage"],
+            "tokens": t["completion_tokens"], "finish": t["finish_reason"],
+            "completion": _preview(t["completion"]),
+        }
+        for t in store.trajectories(run_id, **filters)
+    ]
+    return pd.DataFrame(rows, columns=TRAJ_COLUMNS)
+
+
+def group_frame(store: Store, traj: dict) -> pd.DataFrame:
+    """The samples of `traj`'s group: sample, reward, advantage, tokens, finish, completion, id.
+
+    A "this" column marks the row of `traj` itself with "▶".
+    """
+    rows = [
+        {
+            "this": "▶" if t["id"] == traj["id"] else "", "sample": t["sample_idx"],
+            "reward": t["reward"], "advantage": t["advantage"], "tokens": t["completion_tokens"],
+            "finish": t["finish_reason"], "completion": _preview(t["completion"]), "id": t["id"],
+        }
+        for t in store.group(traj["run_id"], traj["step"], traj["group_idx"])
+    ]
+    return pd.DataFrame(rows)

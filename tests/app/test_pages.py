@@ -1,0 +1,106 @@
+"""The pages render with AppTest on an empty and on a filled store, and show details on pick."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.store import Store
+
+MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
+TIMEOUT = 30
+
+
+def _app(db, monkeypatch, page: str | None = None) -> AppTest:
+    monkeypatch.setenv("RLWB_DB", str(db))
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT).run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _run_id(db, name: str) -> str:
+    with Store(db) as store:
+        return next(r["id"] for r in store.list_runs() if r["name"] == name)
+
+
+def _texts(at: AppTest) -> str:
+    parts = [e.value for kind in ("markdown", "caption", "info", "error", "subheader", "title")
+             for e in getattr(at, kind)]
+    parts += [m.label + " " + str(m.value) for m in at.metric]
+    return "\n".join(str(p) for p in parts)
+
+
+@pytest.mark.parametrize("page", [None, "pages/trajectories.py"])
+def test_empty_db_is_friendly(tmp_path, monkeypatch, page):
+    at = _app(tmp_path / "empty.db", monkeypatch, page)
+    assert "No runs yet" in at.info[0].value
+    assert "rlwb run configs/quickstart.yaml" in at.info[0].value
+
+
+def test_runs_page_shows_selected_run(filled_db, monkeypatch):
+    at = _app(filled_db, monkeypatch)
+    assert at.title[0].value == "Runs"
+    run_box = at.selectbox(key="runs_run")
+    assert len(run_box.options) == 3
+    run_box.select(_run_id(filled_db, "demo")).run()
+    assert not at.exception
+    text = _texts(at)
+    assert "completed" in text and "3 / 3" in text
+    assert "Evaluation" in text and "Checkpoints" in text
+    assert any(e.label.startswith("Other metrics (2)") for e in at.expander)
+    assert len(at.get("plotly_chart")) == 5  # reward, kl, length, throughput + other
+
+    at.selectbox(key="runs_run").select(_run_id(filled_db, "broken")).run()
+    assert not at.exception
+    assert "rollout engine died" in at.error[0].value
+    assert any(e.label == "Traceback" for e in at.expander)
+
+
+def test_runs_page_pending_run_without_data(filled_db, monkeypatch):
+    at = _app(filled_db, monkeypatch)
+    at.selectbox(key="runs_run").select(_run_id(filled_db, "queued")).run()
+    assert not at.exception
+    assert "No metrics recorded yet" in _texts(at)
+
+
+def test_trajectories_page_shows_selected_trajectory(filled_db, monkeypatch):
+    demo = _run_id(filled_db, "demo")
+    with Store(filled_db) as store:
+        picked = store.trajectories(demo, step_min=2, domain="chain_sum")[2]
+    at = _app(filled_db, monkeypatch, "pages/trajectories.py")
+    at.selectbox(key="traj_run").select(demo).run()
+    assert not at.exception
+    assert at.slider(key="traj_steps").value == (1, 3)
+    assert "24 trajectories" in _texts(at)
+
+    at.selectbox(key="traj_domain").select("chain_sum").run()
+    at.slider(key="traj_steps").set_value((2, 3)).run()
+    assert "8 trajectories" in _texts(at)
+    at.selectbox(key="traj_selected").select(picked["id"]).run()
+    assert not at.exception
+    text = _texts(at)
+    assert f"Trajectory #{picked['id']}" in text
+    assert any(c.value == picked["completion"] for c in at.code)
+    assert any(c.value == picked["prompt"] for c in at.code)
+    assert "Its group (4 samples)" in text
+    assert len([e for e in at.expander if e.label.startswith("sample ")]) == 3
+
+
+def test_trajectories_page_run_without_trajectories(filled_db, monkeypatch):
+    at = _app(filled_db, monkeypatch, "pages/trajectories.py")
+    at.selectbox(key="traj_run").select(_run_id(filled_db, "broken")).run()
+    assert not at.exception
+    assert "No trajectories recorded for this run yet" in _texts(at)
+
+
+def test_run_query_parameter_selects_the_run(filled_db, monkeypatch):
+    monkeypatch.setenv("RLWB_DB", str(filled_db))
+    demo = _run_id(filled_db, "demo")
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    at.query_params["run"] = demo
+    at.run().switch_page("pages/trajectories.py").run()
+    assert not at.exception
+    assert at.selectbox(key="traj_run").value == demo
+    assert "24 trajectories" in _texts(at)

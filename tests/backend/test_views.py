@@ -1,0 +1,53 @@
+"""Tests of backend.views: the frames the pages draw."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from backend import views
+from backend.store import Store
+
+
+@pytest.fixture
+def store():
+    with Store(":memory:") as s:
+        yield s
+
+
+def test_format_and_run_duration():
+    assert [views.format_duration(s) for s in (None, 42, 185, 7860)] == ["", "42s", "3m 05s", "2h 11m"]
+    run = {"started_at": "2025-01-01T00:00:00.000+00:00", "finished_at": None}
+    now = datetime(2025, 1, 1, 0, 1, 30, tzinfo=timezone.utc)
+    assert views.run_duration(run, now=now) == 90
+    assert views.run_duration({"started_at": None}) is None
+
+
+def test_runs_table(store):
+    assert list(views.runs_table(store).columns) == ["id", "name", "status", "progress", "created", "duration"]
+    rid = store.create_run("demo", {}, 10)
+    store.heartbeat(rid, step=3)
+    row = views.runs_table(store).iloc[0]
+    assert (row["id"], row["progress"], row["duration"]) == (rid, "3/10", "")
+
+
+def test_metric_panels_split_known_and_other(store):
+    rid = store.create_run("demo", {}, 2)
+    for step in (1, 2):
+        store.record_metrics(rid, step, {"reward/mean": 0.1, "reward/chain_sum": 0.2, "kl": 0.0,
+                                         "rollout_tokens_per_s": 9.0, "loss": 1.0})
+    panels, other = views.metric_panels(views.metrics_frame(store, rid))
+    assert list(panels) == ["Reward (mean and per domain)", "KL to reference", "Throughput (tokens/s)"]
+    assert panels["Reward (mean and per domain)"]["name"].unique().tolist() == ["reward/mean", "reward/chain_sum"]
+    assert other["name"].unique().tolist() == ["loss"]
+    panels, other = views.metric_panels(views.metrics_frame(store, store.create_run("e", {}, 1)))
+    assert panels == {} and other.empty
+
+
+def test_evaluation_table_orders_phases(store):
+    rid = store.create_run("demo", {}, 2)
+    assert views.evaluation_table(store, rid).empty
+    for phase, acc in (("before", 0.1), ("step-10", 0.2), ("step-2", 0.15), ("after", 0.4)):
+        store.record_evaluation(rid, phase, "chain_sum", 20, acc, acc, 1.0, "m")
+    table = views.evaluation_table(store, rid)
+    assert list(table.columns) == ["domain", "before", "step-2", "step-10", "after", "change", "n"]
+    assert table.iloc[0]["change"] == pytest.approx(0.3)
