@@ -71,6 +71,10 @@ class RunConfig(BaseModel):
         0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: fraction of RAM for the KV cache)."
     )
 
+    vllm_compile: bool = Field(
+        True, description="torch.compile the vLLM model at start (slower start, faster decoding); false for short runs."
+    )
+
     checkpoint_every: int = Field(0, ge=0, description="Save an HF checkpoint every N steps (0: only at the end).")
     eval_tasks_per_domain: int = Field(
         0, ge=0, description="Held-out tasks per domain evaluated greedily before and after training (0: skip)."

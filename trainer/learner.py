@@ -202,10 +202,15 @@ class DeepSpeedLearner:
         }
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """The policy's current weights under HF parameter names, for in-place sync into a
-        rollout engine (ZeRO 0-2 keep full parameters on every rank)."""
-        for name, p in self.module.named_parameters():
-            yield name, p.detach()
+        """The policy's current weights under HF names, for in-place sync into a rollout
+        engine (ZeRO 0-2 keep full parameters on every rank).
+
+        This is the full state dict, tied tensors included: vLLM's in-place reload leaves a
+        tied ``lm_head`` stale unless ``lm_head.weight`` is sent too (measured: logprob
+        error 0.36 nats without it, 1e-6 with it).
+        """
+        for name, t in self.module.state_dict().items():
+            yield name, t.detach()
 
     @torch.no_grad()
     def logprobs(self, batch: LearnerBatch) -> torch.Tensor:

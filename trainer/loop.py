@@ -15,6 +15,7 @@ Not covered: multi-turn episodes, asynchronous (off-policy) overlap, curriculum.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import defaultdict
@@ -136,12 +137,17 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     from trainer.learner import DeepSpeedLearner
     from trainer.rollout import open_engine
 
+    # vLLM's CPU build drops torch to 1 thread for serving unless OMP_NUM_THREADS is set;
+    # the learner shares this process and needs every core (measured: 7x slower on 1).
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
     model_path = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     rng = random.Random(cfg.seed)
-    engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype,
-                         gpu_memory_utilization=cfg.vllm_memory_fraction)
+    engine_kw = {}
+    if cfg.rollout_engine == "vllm":
+        engine_kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
+    engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **engine_kw)
     learner = None
     try:
         learner = DeepSpeedLearner(model_path, cfg)

@@ -1,0 +1,41 @@
+"""Shared fixtures. Keep this file small: one fixture per shared resource."""
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny random Llama checkpoint + tokenizer (built once per session, ~4 s)."""
+    from trainer.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+TINY_RUN_STEPS = 3
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, str]:
+    """A real 3-step GRPO run of the tiny model: vLLM rollouts, DeepSpeed learner, SQLite store.
+
+    Returns:
+        (database path, run id). Shared by the end-to-end and page tests.
+    """
+    from backend.config import parse_config
+    from backend.runs import run_foreground
+    from backend.store import Store
+
+    root = tmp_path_factory.mktemp("tiny-run")
+    cfg = parse_config({
+        "name": "tiny-e2e", "model": str(tiny_model_dir), "steps": TINY_RUN_STEPS,
+        "domains": ["basic_arithmetic", "chain_sum", "letter_counting"],
+        "prompts_per_step": 2, "group_size": 4, "micro_batch_size": 4, "max_new_tokens": 16,
+        "learning_rate": 1e-3, "kl_coef": 0.05, "checkpoint_every": 2, "eval_tasks_per_domain": 2,
+        "eval_max_new_tokens": 8, "vllm_compile": False, "output_dir": str(root / "out"),
+    })
+    db = root / "run.db"
+    with Store(db) as store:
+        run_id = run_foreground(cfg, store)
+    return db, run_id
