@@ -104,3 +104,20 @@ def test_run_query_parameter_selects_the_run(filled_db, monkeypatch):
     assert not at.exception
     assert at.selectbox(key="traj_run").value == demo
     assert "24 trajectories" in _texts(at)
+
+
+@pytest.mark.parametrize("page", [None, "pages/trajectories.py"])
+def test_pages_render_a_real_tiny_run(tiny_run, monkeypatch, page):
+    """Both pages on a database written by a real 3-step vLLM + DeepSpeed run."""
+    db, run_id = tiny_run
+    at = _app(db, monkeypatch, page)
+    if page is None:
+        at.selectbox(key="runs_run").select(run_id).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert "completed" in _texts(at)
+        assert len(at.get("plotly_chart")) >= 4
+    else:
+        at.selectbox(key="traj_run").select(run_id).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.dataframe, "the trajectory table should list the run's samples"
+        assert len(at.selectbox(key="traj_selected").options) == 3 * 2 * 4  # steps x tasks x group
