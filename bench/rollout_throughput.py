@@ -1,0 +1,92 @@
+"""Rollout throughput, vLLM vs transformers, on the same prompts and sampling settings.
+
+    python bench/rollout_throughput.py            # SmolLM2-135M, 32 prompts x 8, 64 tokens
+    python bench/rollout_throughput.py --quick    # smaller workload, vLLM eager: < 1 minute
+    python bench/rollout_throughput.py --model /path/to/checkpoint --dtype bfloat16
+
+Prints generated tokens per second for each engine (engine start-up and one warm-up call
+excluded) and, as its last line, ``ratio: X.XX`` = vLLM tok/s / HF tok/s. Both engines
+sample at temperature 1 with logprobs on, as in training. This is a benchmark, not a test:
+numbers depend on the machine and on what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+
+def arithmetic_prompts(tokenizer, count: int, seed: int = 0) -> list[list[int]]:
+    """`count` chat-templated arithmetic questions as token id lists."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        a, b = rng.randint(2, 99), rng.randint(2, 99)
+        op = rng.choice(["+", "-", "*"])
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"What is {a} {op} {b}? End with 'Answer: <number>'."}],
+            add_generation_prompt=True, tokenize=False,
+        )
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
+
+
+def measure(engine, prompts, n: int, max_new_tokens: int) -> tuple[int, float]:
+    """(generated tokens, seconds) for one generate call after a small warm-up."""
+    engine.generate(prompts[:2], n=2, max_new_tokens=4)
+    t0 = time.perf_counter()
+    groups = engine.generate(prompts, n=n, max_new_tokens=max_new_tokens, temperature=1.0)
+    seconds = time.perf_counter() - t0
+    return sum(len(c.token_ids) for g in groups for c in g), seconds
+
+
+def main(argv: list[str] | None = None) -> None:
+    from transformers import AutoTokenizer
+
+    from backend.models import resolve_model
+    from trainer.rollout import open_engine
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m", help="model name or checkpoint path")
+    ap.add_argument("--prompts", type=int, default=32, help="number of prompts")
+    ap.add_argument("--n", type=int, default=8, help="samples per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--eager", action="store_true",
+                    help="start vLLM without torch.compile (seconds instead of ~45 s on CPU)")
+    ap.add_argument("--quick", action="store_true",
+                    help="8 prompts x 4 samples, 32 tokens, --eager: under a minute")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.prompts, args.n, args.max_new_tokens, args.eager = 8, 4, 32, True
+
+    path = resolve_model(args.model)
+    prompts = arithmetic_prompts(AutoTokenizer.from_pretrained(path), args.prompts)
+    print("load average (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())
+    print(f"model {path}  {args.prompts} prompts x {args.n} samples, "
+          f"{args.max_new_tokens} new tokens, {args.dtype}"
+          f"{', vLLM eager' if args.eager else ''}")
+    rates = {}
+    for kind in ("vllm", "hf"):
+        kw = {"enforce_eager": args.eager} if kind == "vllm" else {}
+        t0 = time.perf_counter()
+        with open_engine(kind, path, seed=0, dtype=args.dtype, **kw) as engine:
+            start = time.perf_counter() - t0
+            tokens, seconds = measure(engine, prompts, args.n, args.max_new_tokens)
+        rates[kind] = tokens / seconds
+        print(f"{kind:5s} start {start:5.1f} s  {tokens} tokens in {seconds:6.1f} s  "
+              f"{rates[kind]:7.1f} tok/s")
+    # Other processes on a small machine skew both numbers (OpenMP threads spin-wait when
+    # the cores are oversubscribed): the load averages say how busy it was.
+    print("load average (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())
+    print(f"ratio: {rates['vllm'] / rates['hf']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Rollout engines (vLLM and HF) on the tiny model: shapes, determinism, logprob parity
+with a transformers forward pass, and in-place weight sync.
+
+The vLLM engine is created once per module (start-up takes 10-40 s on CPU); the weight
+sync test restores the original weights when it is done.
+"""
+
+import pytest
+import torch
+
+from backend.errors import EngineError
+from trainer.rollout import open_engine
+
+TOL = 1e-3  # max abs logprob difference (nats) in float32
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(tiny_model_dir):
+    pytest.importorskip("vllm")
+    engine = open_engine("vllm", tiny_model_dir, seed=0)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def hf_engine(tiny_model_dir):
+    engine = open_engine("hf", tiny_model_dir, seed=0)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(params=["vllm", "hf"])
+def engine(request):
+    return request.getfixturevalue(f"{request.param}_engine")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def prompts(tokenizer):
+    out = []
+    for q in ["What is 12 + 7?", 'How many times does the letter "r" appear in "strawberry"?']:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False
+        )
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
+
+
+def reference_logprobs(model, prompt, completion):
+    """log p(completion | prompt) from a plain transformers forward pass, (L,) float32."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logp = model(ids).logits[0, :-1].float().log_softmax(-1)
+    return logp[len(prompt) - 1 :].gather(-1, torch.tensor(completion)[:, None])[:, 0]
+
+
+@pytest.fixture()
+def ref_model(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+
+
+def test_generate_n_completions_with_logprobs(engine, prompts, tokenizer):
+    groups = engine.generate(prompts, n=3, max_new_tokens=8)
+    assert len(groups) == len(prompts)
+    for group in groups:
+        assert len(group) == 3
+        for c in group:
+            assert 1 <= len(c.token_ids) <= 8
+            assert len(c.logprobs) == len(c.token_ids)
+            assert all(lp <= 0.0 for lp in c.logprobs)
+            assert all(0 <= t < len(tokenizer) for t in c.token_ids)
+            assert c.finish_reason in ("stop", "length")
+            if c.finish_reason == "length":
+                assert len(c.token_ids) == 8
+            else:
+                assert c.token_ids[-1] == tokenizer.eos_token_id
+            assert isinstance(c.text, str)
+
+
+def test_greedy_is_deterministic(engine, prompts):
+    a = engine.generate(prompts, n=2, max_new_tokens=10, temperature=0.0)
+    b = engine.generate(prompts, n=1, max_new_tokens=10, temperature=0.0)
+    for ga, gb in zip(a, b):
+        assert ga[0].token_ids == ga[1].token_ids == gb[0].token_ids
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampling_logprobs_are_raw_forward_logprobs(engine, prompts, ref_model, temperature):
+    # Whatever the sampling temperature, logprobs are of the raw (T=1) distribution:
+    # the quantity the learner computes.
+    groups = engine.generate(prompts, n=2, max_new_tokens=12, temperature=temperature)
+    for prompt, group in zip(prompts, groups):
+        for c in group:
+            ref = reference_logprobs(ref_model, prompt, c.token_ids)
+            assert (torch.tensor(c.logprobs) - ref).abs().max().item() < TOL
+
+
+def test_score_matches_forward(engine, prompts, ref_model):
+    completion = [300, 301, 302, 303, 2]
+    ref = reference_logprobs(ref_model, prompts[0], completion)
+    got = torch.tensor(engine.score(prompts[0], completion))
+    assert got.shape == ref.shape
+    assert (got - ref).abs().max().item() < TOL
+
+
+def test_update_weights_in_place(engine, prompts, ref_model):
+    original = {k: v.clone() for k, v in ref_model.state_dict().items()}
+    prompt, completion = prompts[1], [400, 401, 402, 403, 404, 405]
+    before = torch.tensor(engine.score(prompt, completion))
+
+    gen = torch.Generator().manual_seed(1)
+    perturbed = {k: v.clone() for k, v in original.items()}
+    perturbed["model.layers.1.mlp.down_proj.weight"] *= 1.5
+    q = perturbed["model.layers.0.self_attn.q_proj.weight"]  # fused into qkv by vLLM
+    q += 0.05 * torch.randn(q.shape, generator=gen)
+    ref_model.load_state_dict(perturbed)
+    expected = reference_logprobs(ref_model, prompt, completion)
+    try:
+        engine.update_weights(perturbed.items())
+        after = torch.tensor(engine.score(prompt, completion))
+        assert (after - expected).abs().max().item() < TOL
+        assert (after - before).abs().max().item() > 10 * TOL
+        # sampling uses the new weights too (prefix cache was reset)
+        (group,) = engine.generate([prompt], n=2, max_new_tokens=8)
+        for c in group:
+            ref = reference_logprobs(ref_model, prompt, c.token_ids)
+            assert (torch.tensor(c.logprobs) - ref).abs().max().item() < TOL
+    finally:
+        engine.update_weights(original.items())
+    assert (torch.tensor(engine.score(prompt, completion)) - before).abs().max().item() < TOL
+
+
+def test_hf_engine_rejects_unknown_weight_names(hf_engine):
+    with pytest.raises(EngineError, match="lacks"):
+        hf_engine.update_weights([("model.no_such.weight", torch.zeros(2))])
+
+
+def test_open_engine_unknown_kind(tiny_model_dir):
+    with pytest.raises(EngineError, match="unknown rollout engine"):
+        open_engine("tgi", tiny_model_dir)
+
+
+def test_vllm_engine_can_restart_after_close(vllm_engine, tiny_model_dir, prompts):
+    # Runs last in this module: close the shared engine, then start a fresh one (eager:
+    # skips a second torch.compile; the shared engine covers the compiled path).
+    vllm_engine.close()
+    with open_engine("vllm", tiny_model_dir, seed=0, enforce_eager=True) as fresh:
+        (group,) = fresh.generate(prompts[:1], n=1, max_new_tokens=4)
+        assert len(group[0].token_ids) == 4 or group[0].finish_reason == "stop"

@@ -1,0 +1,181 @@
+"""`VLLMEngine`: the rollout engine on vLLM (the CPU build here, the same code on GPUs).
+
+This is the only module in the workbench that imports ``vllm``. It runs vLLM's engine
+*in process* (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set before the import): that is what
+lets `update_weights` hand tensors straight to the worker through ``collective_rpc`` and
+reload them in place, without restarting the engine or writing a checkpoint.
+
+Logprobs: the engine is created with ``logprobs_mode="raw_logprobs"``, so every logprob it
+returns (sampled tokens and prompt tokens alike) is log-softmax of the model's *raw*
+logits: temperature 1, no top-p. That is the distribution the learner computes from the
+same weights, so the importance ratio pi_new / pi_old compares like with like. When
+sampling at temperature != 1 or top_p < 1 these are therefore *not* the probabilities the
+sampler actually drew from ("processed_logprobs" would give those).
+
+Not covered: tensor parallelism across GPUs (``tensor_parallel_size`` is not exposed yet),
+LoRA, and per-request seeds (vLLM's CPU build crashes on them; the engine is seeded once).
+A script using it needs an ``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+# In-process engine core: required for in-place weight updates via collective_rpc on CPU.
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+
+from vllm import LLM, SamplingParams  # noqa: E402
+from vllm.inputs import TokensPrompt  # noqa: E402
+from vllm.platforms import current_platform  # noqa: E402
+
+from backend.errors import EngineError  # noqa: E402
+from trainer.rollout.base import RolloutEngine  # noqa: E402
+from trainer.types import Completion  # noqa: E402
+
+_DTYPES = ("float32", "bfloat16")
+
+
+def _reload_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> None:
+    """Runs inside the vLLM worker: reload its model weights in place (HF names)."""
+    worker.reload_weights(weights_iterator=iter(weights))
+
+
+class VLLMEngine(RolloutEngine):
+    """Rollouts on an in-process `vllm.LLM`.
+
+    Args:
+        model_path: HF checkpoint directory (see `backend.models.resolve_model`).
+        seed: engine seed; sampling is reproducible for the same request sequence.
+        dtype: "float32" (faster on this CPU) or "bfloat16".
+        max_model_len: prompt + completion cap in tokens.
+        gpu_memory_utilization: fraction of device memory for weights + KV cache; on the
+            CPU build it is a fraction of RAM. None picks 0.3 on CPU, 0.85 on GPU.
+        enable_prefix_caching: reuse KV cache across requests sharing a prefix (the G
+            samples of a group share their prompt).
+        enforce_eager: skip torch.compile at start-up. On this CPU compiling SmolLM2 takes
+            ~45 s per engine start (vLLM 0.32 fails to reload its compile cache) and buys
+            faster decoding; eager starts in seconds.
+
+    Raises:
+        EngineError: unknown dtype, or vLLM failed to start (the message names the fix).
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        seed: int = 0,
+        dtype: str = "float32",
+        max_model_len: int = 1024,
+        gpu_memory_utilization: float | None = None,
+        enable_prefix_caching: bool = True,
+        enforce_eager: bool = False,
+    ) -> None:
+        if dtype not in _DTYPES:
+            raise EngineError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = 0.3 if current_platform.is_cpu() else 0.85
+        self.model_path = Path(model_path)
+        self.max_model_len = max_model_len
+        try:
+            self._llm = LLM(
+                model=str(model_path),
+                dtype=dtype,
+                seed=seed,
+                max_model_len=max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization,
+                enable_prefix_caching=enable_prefix_caching,
+                logprobs_mode="raw_logprobs",
+                enforce_eager=enforce_eager,
+            )
+        except Exception as e:  # vLLM raises many types at start-up
+            raise EngineError(
+                f"vLLM could not start on {model_path}: {e}; try rollout_engine: hf, or a "
+                "lower gpu_memory_utilization / max_model_len"
+            ) from e
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+    ) -> list[list[Completion]]:
+        """Sample `n` completions per prompt; see `RolloutEngine.generate`.
+
+        Logprobs are raw (temperature 1, no top-p) logprobs of the sampled tokens.
+        """
+        # vLLM refuses n > 1 with greedy decoding; the n greedy completions are identical.
+        greedy_copies = n if temperature == 0.0 else 1
+        params = SamplingParams(
+            n=n // greedy_copies,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_new_tokens,
+            logprobs=0,  # only the sampled token's logprob
+            skip_special_tokens=True,
+        )
+        outs = self._llm.generate(
+            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+        )
+        result = []
+        for out in outs:
+            group = []
+            for c in sorted(out.outputs, key=lambda c: c.index):
+                ids = list(c.token_ids)
+                lps = [step[t].logprob for t, step in zip(ids, c.logprobs)]
+                if c.finish_reason not in ("stop", "length"):
+                    raise EngineError(f"vLLM finished a request with {c.finish_reason!r}")
+                for _ in range(greedy_copies):
+                    group.append(Completion(list(ids), list(lps), c.text, c.finish_reason))
+            result.append(group)
+        return result
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Reload weights in place from HF-named tensors, then drop the prefix cache.
+
+        Pass the *full* state dict (or at least every tensor of each module touched):
+        vLLM fuses q/k/v and gate/up projections, and a fused module that receives only
+        some of its parts is rebuilt with the rest uninitialised. Tensors are cast to the
+        engine's dtype on copy.
+
+        Raises:
+            EngineError: if the worker rejects a name or shape.
+        """
+        weights = [(k, v.detach()) for k, v in named_tensors]
+        try:
+            self._llm.collective_rpc(_reload_on_worker, args=(weights,))
+        except Exception as e:
+            raise EngineError(f"vLLM rejected the weight update: {e}") from e
+        self._llm.reset_prefix_cache()
+
+    def score(self, prompt: list[int], completion: list[int]) -> list[float]:
+        """Raw logprobs (nats) of `completion` given `prompt`, length len(completion)."""
+        if not completion:
+            return []
+        params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
+        ids = list(prompt) + list(completion)
+        (out,) = self._llm.generate([TokensPrompt(prompt_token_ids=ids)], params,
+                                    use_tqdm=False)
+        plp = out.prompt_logprobs  # position 0 is None (no context)
+        return [plp[i][ids[i]].logprob for i in range(len(prompt), len(ids))]
+
+    def close(self) -> None:
+        """Shut the engine core down and free its memory so another engine can start."""
+        llm = getattr(self, "_llm", None)
+        if llm is None:
+            return
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        llm.llm_engine.engine_core.shutdown()
+        self._llm = None
+        del llm
+        cleanup_dist_env_and_memory()
+        gc.collect()
