@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from backend.errors import ConfigError, DomainNotFound, ModelNotFound
 
@@ -114,15 +114,15 @@ class RunConfig(BaseModel):
             )
         return v
 
-    @model_validator(mode="after")
-    def _batch_shape(self) -> "RunConfig":
-        n = self.prompts_per_step * self.group_size
-        if n % self.micro_batch_size:
-            raise ValueError(
-                f"micro_batch_size ({self.micro_batch_size}) must divide prompts_per_step * group_size ({n}); "
-                f"set micro_batch_size: {self.group_size}"
-            )
-        return self
+    @field_validator("micro_batch_size")
+    @classmethod
+    def _micro_batch_divides(cls, v: int, info: ValidationInfo) -> int:
+        # prompts_per_step and group_size are declared (so validated) before this field
+        p, g = info.data.get("prompts_per_step"), info.data.get("group_size")
+        if p and g and (p * g) % v:
+            raise ValueError(f"micro_batch_size ({v}) must divide prompts_per_step * group_size ({p * g}); "
+                             f"set micro_batch_size: {g}")
+        return v
 
     @property
     def sequences_per_step(self) -> int:

@@ -48,28 +48,43 @@ def _ensure_single_process_env() -> None:
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   with_entropy: bool = False, first_scored: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of each token given its prefix.
+
+    Only positions >= `first_scored` are scored: logits are computed for those alone (HF's
+    ``logits_to_keep``), which skips the vocabulary projection and softmax over the prompt,
+    the costliest part of a small model's step (49k-token vocabulary).
 
     Args:
         model: an HF causal LM.
         input_ids: (N, T) token ids.
         attention_mask: (N, T) 1 on real tokens.
         with_entropy: also return the per-position entropy of the predictive distribution.
+        first_scored: first column to score, >= 1 (e.g. the shortest prompt's length).
 
     Returns:
-        (N, T) logprobs where column t scores input_ids[:, t] (column 0 is 0), and (N, T)
-        entropies in nats aligned the same way (or None).
+        (N, T) logprobs where column t scores input_ids[:, t] (columns before `first_scored`
+        are 0), and (N, T) entropies in nats aligned the same way (or None).
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
+    t = input_ids.shape[1]
+    first_scored = max(1, min(first_scored, t - 1))
+    keep = t - first_scored + 1  # logits at positions first_scored-1 .. t-1
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                   logits_to_keep=keep).logits[:, :-1].float()
     logp_all = F.log_softmax(logits, dim=-1)
-    taken = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    out = F.pad(taken, (1, 0))
+    taken = logp_all.gather(-1, input_ids[:, first_scored:].unsqueeze(-1)).squeeze(-1)
+    out = F.pad(taken, (first_scored, 0))
     ent = None
     if with_entropy:
         with torch.no_grad():
-            ent = F.pad(-(logp_all.exp() * logp_all).sum(-1), (1, 0))
+            ent = F.pad(-(logp_all.exp() * logp_all).sum(-1), (first_scored, 0))
     return out, ent
+
+
+def _first_completion_column(mask: torch.Tensor) -> int:
+    """Smallest column holding a completion token in a (N, T) mask (1 if none)."""
+    cols = mask.any(dim=0).nonzero()
+    return int(cols[0]) if len(cols) else 1
 
 
 def _lr_lambda(cfg: RunConfig):
@@ -166,11 +181,12 @@ class DeepSpeedLearner:
             micro = batch.slice(start, start + mb)
             ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
             mask = micro.completion_mask.to(self.device)
+            first = _first_completion_column(mask)
             ref_lp = None
             if self.ref_model is not None:
                 with torch.no_grad():
-                    ref_lp, _ = token_logprobs(self.ref_model, ids, att)
-            logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True)
+                    ref_lp, _ = token_logprobs(self.ref_model, ids, att, first_scored=first)
+            logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first)
             out = policy_loss(
                 logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask,
                 clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
@@ -216,7 +232,8 @@ class DeepSpeedLearner:
     def logprobs(self, batch: LearnerBatch) -> torch.Tensor:
         """(N, T) logprobs of `batch.input_ids` under the current weights (eval mode)."""
         self.engine.eval()
-        lp, _ = token_logprobs(self.module, batch.input_ids.to(self.device), batch.attention_mask.to(self.device))
+        lp, _ = token_logprobs(self.module, batch.input_ids.to(self.device), batch.attention_mask.to(self.device),
+                               first_scored=_first_completion_column(batch.completion_mask))
         return lp.cpu() * batch.completion_mask
 
     def save_checkpoint(self, path: str | Path, tokenizer=None) -> Path:
