@@ -22,6 +22,13 @@ class RunNotFound(WorkbenchError, KeyError):
         return str(self.args[0]) if self.args else "run not found"
 
 
+class TrajectoryNotFound(WorkbenchError, KeyError):
+    """No trajectory with the given id exists in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "trajectory not found"
+
+
 class ModelNotFound(WorkbenchError):
     """A model name or checkpoint path can't be resolved to a local HF checkpoint."""
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import platformdirs
 import sqlite_utils
 
-from backend.errors import RunNotFound, WorkbenchError
+from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 
 if TYPE_CHECKING:  # trainer.types imports torch; the store only reads attributes
     from trainer.types import Sample
@@ -42,13 +42,6 @@ STATUSES = ("pending", "running", "completed", "failed", "stopped")
 FINISHED_STATUSES = ("completed", "failed", "stopped")
 RUN_FIELDS = ("name", "status", "config", "created_at", "started_at", "finished_at", "error",
               "traceback", "pid", "heartbeat_at", "step", "total_steps")  # settable by update_run
-
-
-class TrajectoryNotFound(WorkbenchError, KeyError):
-    """No trajectory with the given id exists in the store."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "trajectory not found"
 
 
 def default_db_path() -> Path:

@@ -177,8 +177,7 @@ class DeepSpeedLearner:
         self.engine.train()
         total_tokens = float(batch.completion_mask.sum().item()) or 1.0
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
-        for start in range(0, n, mb):
-            micro = batch.slice(start, start + mb)
+        for micro in batch.micro_batches(mb):
             ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
             mask = micro.completion_mask.to(self.device)
             first = _first_completion_column(mask)

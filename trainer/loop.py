@@ -15,7 +15,6 @@ Not covered: multi-turn episodes, asynchronous (off-policy) overlap, curriculum.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections import defaultdict
@@ -137,9 +136,6 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     from trainer.learner import DeepSpeedLearner
     from trainer.rollout import open_engine
 
-    # vLLM's CPU build drops torch to 1 thread for serving unless OMP_NUM_THREADS is set;
-    # the learner shares this process and needs every core (measured: 7x slower on 1).
-    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
     model_path = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

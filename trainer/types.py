@@ -93,15 +93,27 @@ class LearnerBatch:
         """Real (non-pad) tokens in the batch."""
         return int(self.attention_mask.sum().item())
 
-    def slice(self, start: int, stop: int) -> "LearnerBatch":
-        """Rows [start, stop) as a new batch (micro-batching for gradient accumulation)."""
-        return LearnerBatch(
-            self.input_ids[start:stop],
-            self.attention_mask[start:stop],
-            self.completion_mask[start:stop],
-            self.old_logprobs[start:stop],
-            self.advantages[start:stop],
-        )
+    def micro_batches(self, size: int) -> list["LearnerBatch"]:
+        """Split into micro-batches of `size` rows for gradient accumulation.
+
+        Rows are grouped by length (longest first) and each micro-batch is trimmed to its
+        own longest row, so little compute goes to padding. The loss is token-level over
+        the whole step, so the grouping does not change the gradient.
+        """
+        lengths = self.attention_mask.sum(dim=1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        out = []
+        for start in range(0, len(order), size):
+            rows = order[start : start + size]
+            t = int(lengths[rows].max())
+            out.append(LearnerBatch(
+                self.input_ids[rows, :t],
+                self.attention_mask[rows, :t],
+                self.completion_mask[rows, :t],
+                self.old_logprobs[rows, :t],
+                self.advantages[rows],
+            ))
+        return out
 
     @classmethod
     def from_samples(cls, samples: list[Sample], pad_id: int) -> "LearnerBatch":

@@ -4,8 +4,8 @@ import sqlite3
 
 import pytest
 
-from backend.errors import RunNotFound, WorkbenchError
-from backend.store import Store, TrajectoryNotFound, default_db_path
+from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
+from backend.store import Store, default_db_path
 from trainer.types import Completion, Sample
 
 
