@@ -38,10 +38,15 @@ def _free_port() -> int:
 
 def _ensure_single_process_env() -> None:
     """Set the torch.distributed variables for a one-process job unless a launcher did."""
+    import torch.distributed as dist
+
     if "RANK" in os.environ and "MASTER_PORT" in os.environ:
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ["MASTER_PORT"] = str(_free_port())
+    if not dist.is_initialized():  # an in-process vLLM engine may already have set up a group
+        os.environ["MASTER_PORT"] = str(_free_port())
+    else:
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
@@ -121,6 +126,11 @@ class DeepSpeedLearner:
 
         self.cfg = cfg
         _ensure_single_process_env()
+        # An in-process vLLM engine creates and, on close, destroys the torch.distributed
+        # world; drop DeepSpeed's cached groups so a later learner doesn't use dead ones.
+        from deepspeed.utils import groups
+
+        groups._release_process_group_references(None)
         torch.manual_seed(cfg.seed)
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
@@ -255,13 +265,11 @@ class DeepSpeedLearner:
         return path
 
     def close(self) -> None:
-        """Release the engine (and the process group when this process created it)."""
+        """Release the engine and the reference model.
+
+        The torch.distributed process group stays up for the life of the process:
+        DeepSpeed caches its groups, and a second learner in the same process (tests, eval
+        after training) must find them alive.
+        """
         self.engine = None
         self.ref_model = None
-        try:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - teardown must not mask the run's own outcome
-            pass

@@ -78,8 +78,10 @@ def show_curves(path: str, run_id: str) -> None:
     if not other.empty:
         names = other["name"].nunique()
         with st.expander(f"Other metrics ({names})"):
-            fig = line_chart(other, "", facet_col="name", facet_col_wrap=2,
-                             height=260 * ((names + 1) // 2))
+            rows = (names + 1) // 2
+            # plotly caps row spacing at 1/(rows-1); keep ~40 px between rows at any count
+            fig = line_chart(other, "", facet_col="name", facet_col_wrap=2, height=260 * rows,
+                             facet_row_spacing=40 / (260 * rows))
             fig.update_yaxes(matches=None, showticklabels=True)
             fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
             fig.update_layout(showlegend=False)

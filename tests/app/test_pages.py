@@ -121,3 +121,16 @@ def test_pages_render_a_real_tiny_run(tiny_run, monkeypatch, page):
         assert not at.exception, [e.value for e in at.exception]
         assert at.dataframe, "the trajectory table should list the run's samples"
         assert len(at.selectbox(key="traj_selected").options) == 3 * 2 * 4  # steps x tasks x group
+
+
+def test_runs_page_with_many_metrics(tmp_path, monkeypatch):
+    """A run with dozens of metrics (five domains x four kinds, phase timings) renders."""
+    db = tmp_path / "many.db"
+    with Store(db) as store:
+        rid = store.create_run("many", {}, total_steps=2)
+        for step in (1, 2):
+            store.record_metrics(rid, step, {f"m{i}/{d}": float(i * step) for i in range(12) for d in "abcde"})
+    at = _app(db, monkeypatch)
+    at.selectbox(key="runs_run").select(rid).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(e.label.startswith("Other metrics (60)") for e in at.expander)
