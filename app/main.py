@@ -4,6 +4,8 @@ Reads the store at ``$RLWB_DB`` (or the default user data path) and routes betwe
 Runs and Trajectories pages. Holds no page content itself.
 """
 
+import sqlite3
+
 import streamlit as st
 
 from app.common import db_path, get_store
@@ -22,8 +24,9 @@ path = db_path()
 st.sidebar.caption(f"Store: `{path}`")
 try:
     get_store(path)
-except WorkbenchError as e:
-    st.error(str(e))
+except (WorkbenchError, sqlite3.Error) as e:
+    st.error(f"Can't open the store `{path}`: {e}. Start the page with `rlwb --db PATH ui` "
+             "pointing at an RL Workbench SQLite file (a new path creates one).")
     st.stop()
 
 page.run()

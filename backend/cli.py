@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -102,8 +102,19 @@ def cmd_ui(args) -> int:
         env["RLWB_DB"] = str(Path(args.db).resolve())
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", args.host,
            "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    print(f"RL Workbench page: http://{args.host}:{args.port}  (Ctrl-C to stop)")
-    return subprocess.call(cmd, env=env)
+    print(f"RL Workbench page: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
+    os.execve(sys.executable, cmd, env)  # become the server: signals reach it directly
+    return 0  # pragma: no cover - execve does not return
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port; use a number from 1 to 65535, e.g. 8501")
+    return port
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ui = sub.add_parser("ui", help="start the Streamlit page")
     ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--port", type=int, default=8501)
+    ui.add_argument("--port", type=_port, default=8501)
     ui.set_defaults(fn=cmd_ui)
     return p
 
@@ -147,6 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except sqlite3.Error as e:
+        db = os.environ.get("RLWB_DB", "the default store")
+        print(f"error: store {db}: {e}; pass --db with a path to an RL Workbench SQLite file "
+              "(a new path creates one)", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `rlwb runs list | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("stopped (Ctrl-C); the run is marked stopped and keeps what was written", file=sys.stderr)
         return 130

@@ -12,6 +12,7 @@ today a run's mix is a weight per domain and one difficulty level.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,7 +32,7 @@ class RunConfig(BaseModel):
     micro-batches of `micro_batch_size` (gradient accumulation).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field("run", description="Human-readable run name.", min_length=1, max_length=200)
     model: str = Field("smollm2-135m", description="A fetched model name or a local HF checkpoint directory.")
@@ -40,7 +41,7 @@ class RunConfig(BaseModel):
         description="The mix: domain name -> sampling weight (a plain list means equal weights).",
     )
     difficulty: int = Field(1, ge=1, le=3, description="Difficulty level of sampled tasks, 1 (easy) to 3 (hard).")
-    seed: int = Field(0, ge=0, description="Seeds task sampling, the rollout engine and the learner.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds task sampling, the rollout engine and the learner.")
 
     algorithm: Literal["grpo", "dr_grpo"] = Field(
         "grpo", description="grpo: advantages normalised by the group std; dr_grpo: mean-centred only."
@@ -49,7 +50,9 @@ class RunConfig(BaseModel):
     prompts_per_step: int = Field(4, ge=1, description="Tasks sampled per step.")
     group_size: int = Field(8, description="Completions per task (G); GRPO needs G >= 2.")
     micro_batch_size: int = Field(8, ge=1, description="Sequences per learner forward/backward.")
-    max_new_tokens: int = Field(64, ge=1, le=8192, description="Cap on generated tokens per completion.")
+    max_new_tokens: int = Field(
+        64, ge=1, le=768, description="Cap on generated tokens per completion (prompt + completion fit 1024)."
+    )
     temperature: float = Field(1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass for training rollouts.")
 
@@ -79,14 +82,16 @@ class RunConfig(BaseModel):
     eval_tasks_per_domain: int = Field(
         0, ge=0, description="Held-out tasks per domain evaluated greedily before and after training (0: skip)."
     )
-    eval_max_new_tokens: int = Field(64, ge=1, le=8192, description="Cap on generated tokens during evaluation.")
+    eval_max_new_tokens: int = Field(64, ge=1, le=768, description="Cap on generated tokens during evaluation.")
     output_dir: str | None = Field(None, description="Where checkpoints go (default: the user data dir).")
 
     @field_validator("domains", mode="before")
     @classmethod
     def _domains_as_weights(cls, v: Any) -> Any:
         if isinstance(v, (list, tuple)):
-            return {str(d): 1.0 for d in v}
+            if not all(isinstance(d, str) for d in v):
+                raise ValueError("list items must be domain names, e.g. domains: [basic_arithmetic, chain_sum]")
+            return {d: 1.0 for d in v}
         return v
 
     @field_validator("domains")
@@ -124,6 +129,20 @@ class RunConfig(BaseModel):
                              f"set micro_batch_size: {g}")
         return v
 
+    @field_validator("output_dir")
+    @classmethod
+    def _writable_output_dir(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        path = Path(v).expanduser()
+        probe = path
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+            raise ValueError(f"{str(path)!r} can't be created or written ({str(probe)!r} is not a writable "
+                             "directory); choose a writable directory or leave output_dir unset")
+        return str(path)
+
     @property
     def sequences_per_step(self) -> int:
         """N, the learner's batch size in sequences."""
@@ -160,9 +179,17 @@ def parse_config(data: Any, source: str = "config") -> RunConfig:
     from backend.models import resolve_model
 
     try:
-        resolve_model(cfg.model)
+        path = resolve_model(cfg.model)
     except ModelNotFound as e:
         raise ConfigError(f"{source}: field 'model': {e}") from None
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable config means the same fix
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{source}: field 'model': {path}/config.json can't be read ({first}); "
+                          "point model at a complete HF checkpoint directory") from None
     return cfg
 
 
@@ -184,4 +211,6 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{p}: malformed YAML{where}: {problem}; fix the syntax and retry") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not UTF-8 text; save the config as UTF-8 YAML") from None
-    return parse_config(data if data is not None else {}, source=str(p))
+    if data is None:
+        raise ConfigError(f"{p}: the config is empty; start from configs/quickstart.yaml")
+    return parse_config(data, source=str(p))

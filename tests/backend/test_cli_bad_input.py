@@ -34,6 +34,11 @@ def _run_cli(tmp_path, cfg_path, capsys) -> tuple[int, str]:
         ("steps: -3", "steps", "greater than or equal to 1"),
         ("learning_rat: 0.1", "learning_rat", "valid fields"),
         ("prompts_per_step: 3\ngroup_size: 4\nmicro_batch_size: 8", "micro_batch_size", "must divide"),
+        ("max_new_tokens: 5000", "max_new_tokens", "less than or equal to 768"),
+        ("seed: 99999999999999999999999", "seed", "less than or equal to"),
+        ("domains: {basic_arithmetic: .inf}", "domains.basic_arithmetic", "finite"),
+        ("domains: [[a, b], [c]]", "domains", "must be domain names"),
+        ("output_dir: /etc/hostname/checkpoints", "output_dir", "writable"),
     ],
 )
 def test_bad_field_exits_nonzero_naming_the_field(tmp_path, capsys, tiny_model_dir, body, field, hint):
@@ -58,6 +63,19 @@ def test_missing_file_and_non_mapping(tmp_path, capsys):
     assert code == 2 and "expected a mapping" in err
 
 
+def test_model_with_broken_config_json(tmp_path, capsys):
+    model = tmp_path / "broken-model"
+    model.mkdir()
+    (model / "config.json").write_text("{not json")
+    code, err = _run_cli(tmp_path, _write(tmp_path, f"model: {model}\n"), capsys)
+    assert code == 2 and "field 'model'" in err and "config.json" in err
+
+
+def test_empty_config_is_rejected(tmp_path, capsys):
+    code, err = _run_cli(tmp_path, _write(tmp_path, "# nothing here\n"), capsys)
+    assert code == 2 and "empty" in err
+
+
 def test_list_of_domains_means_equal_weights(tiny_model_dir, tmp_path):
     cfg = load_config(_write(tmp_path, f"model: {tiny_model_dir}\ndomains: [chain_sum, spell_backward]\n"))
     assert cfg.domains == {"chain_sum": 1.0, "spell_backward": 1.0}
@@ -71,3 +89,12 @@ def test_unknown_model_name_says_how_to_fetch(tmp_path):
 def test_runs_show_unknown_id(tmp_path, capsys):
     assert main(["--db", str(tmp_path / "wb.db"), "runs", "show", "r-nope"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_db_that_is_not_sqlite(tmp_path, capsys):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("this is not a database\n" * 100)
+    assert main(["--db", str(junk), "runs", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "not a database" in err and "--db" in err and err.count("\n") == 1
+    assert junk.read_text().startswith("this is not a database")  # nothing overwritten
