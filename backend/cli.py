@@ -117,6 +117,12 @@ def _port(text: str) -> int:
     return port
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number; e.g. --limit 20")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rlwb", description="RL Workbench: RL post-training of language models.")
     p.add_argument("--db", default=None, help="SQLite store path (default: $RLWB_DB or the user data dir)")
@@ -128,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list and inspect runs").add_subparsers(dest="runs_command", required=True)
     rl = runs.add_parser("list", help="list runs, newest first")
-    rl.add_argument("--limit", type=int, default=50)
+    rl.add_argument("--limit", type=_positive, default=50, help="how many runs to list (default 50)")
     rl.set_defaults(fn=cmd_runs_list)
     rs = runs.add_parser("show", help="show one run")
     rs.add_argument("run_id")

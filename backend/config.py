@@ -85,6 +85,13 @@ class RunConfig(BaseModel):
     eval_max_new_tokens: int = Field(64, ge=1, le=768, description="Cap on generated tokens during evaluation.")
     output_dir: str | None = Field(None, description="Where checkpoints go (default: the user data dir).")
 
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, v: str) -> str:
+        if not v.isprintable() or not v.strip():
+            raise ValueError("must be one line of printable text, e.g. name: quickstart")
+        return v.strip()
+
     @field_validator("domains", mode="before")
     @classmethod
     def _domains_as_weights(cls, v: Any) -> Any:

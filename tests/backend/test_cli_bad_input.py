@@ -39,6 +39,7 @@ def _run_cli(tmp_path, cfg_path, capsys) -> tuple[int, str]:
         ("domains: {basic_arithmetic: .inf}", "domains.basic_arithmetic", "finite"),
         ("domains: [[a, b], [c]]", "domains", "must be domain names"),
         ("output_dir: /etc/hostname/checkpoints", "output_dir", "writable"),
+        ('name: "evil\\x1b[31mred"', "name", "printable"),
     ],
 )
 def test_bad_field_exits_nonzero_naming_the_field(tmp_path, capsys, tiny_model_dir, body, field, hint):
