@@ -10,6 +10,9 @@ from typing import Any
 
 import streamlit as st
 
+import pandas as pd
+
+from backend import views
 from backend.store import Store, default_db_path
 
 
@@ -68,3 +71,18 @@ def run_picker(runs: list[tuple[str, str]], key: str) -> str:
     run_id = st.selectbox("Run", ids, format_func=lambda i: f"{names[i]} · {i}", key=key)
     st.query_params["run"] = run_id
     return run_id
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def load_runs(path: str) -> pd.DataFrame:
+    """The runs table (newest first), cached for 5 s; shared by every page."""
+    return views.runs_table(get_store(path))
+
+
+def runs_or_notice(path: str) -> pd.DataFrame | None:
+    """The runs table, or None after telling the user how to start a first run."""
+    table = load_runs(path)
+    if table.empty:
+        st.info("No runs yet; start one with `rlwb run configs/quickstart.yaml`.")
+        return None
+    return table

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from backend.errors import ConfigError, DomainNotFound, ModelNotFound
+from backend.errors import ConfigError, ModelNotFound
 
 QUICKSTART_DOMAINS = ["basic_arithmetic", "chain_sum", "gsm_symbolic", "letter_counting", "spell_backward"]
 
@@ -181,8 +181,6 @@ def parse_config(data: Any, source: str = "config") -> RunConfig:
         if err["type"] == "extra_forbidden":
             msg = f"unknown field; valid fields are: {', '.join(RunConfig.model_fields)}"
         raise ConfigError(f"{source}: field '{field}': {msg}") from None
-    except DomainNotFound as e:  # pragma: no cover - validators raise ValueError
-        raise ConfigError(f"{source}: field 'domains': {e}") from None
     from backend.models import resolve_model
 
     try:

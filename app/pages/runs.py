@@ -11,15 +11,10 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from app.common import db_path, follow_table_selection, get_store, run_picker
+from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
 from backend import views
 
 LIVE_REFRESH = "10s"
-
-
-@st.cache_data(ttl=5, show_spinner=False)
-def load_runs(path: str) -> pd.DataFrame:
-    return views.runs_table(get_store(path))
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -118,9 +113,8 @@ def show_run(path: str, run_id: str) -> None:
 def render() -> None:
     st.title("Runs")
     path = db_path()
-    table = load_runs(path)
-    if table.empty:
-        st.info("No runs yet; start one with `rlwb run configs/quickstart.yaml`.")
+    table = runs_or_notice(path)
+    if table is None:
         return
     event = st.dataframe(table, hide_index=True, on_select="rerun",
                          selection_mode="single-row", key="runs_table")

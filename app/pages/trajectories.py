@@ -10,16 +10,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.common import db_path, follow_table_selection, get_store, run_picker
+from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
 from backend import views
 
 LIMIT = 500
 ALL_DOMAINS = "All domains"
-
-
-@st.cache_data(ttl=5, show_spinner=False)
-def load_runs(path: str) -> pd.DataFrame:
-    return views.runs_table(get_store(path))
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -101,9 +96,8 @@ def show_group(traj: dict, frame: pd.DataFrame, group: list[dict]) -> None:
 def render() -> None:
     st.title("Trajectories")
     path = db_path()
-    runs = load_runs(path)
-    if runs.empty:
-        st.info("No runs yet; start one with `rlwb run configs/quickstart.yaml`.")
+    runs = runs_or_notice(path)
+    if runs is None:
         return
     run_id = run_picker(list(zip(runs["id"], runs["name"])), key="traj_run")
     filters = filters_for(path, run_id)
