@@ -42,3 +42,17 @@ class DomainNotFound(WorkbenchError, KeyError):
 
 class EngineError(WorkbenchError):
     """A rollout engine or learner failed to start or to run a request."""
+
+
+class SandboxError(WorkbenchError):
+    """A sandbox could not be started or used. A *harness* fault: the engine or container
+    failed, not the program inside it, so it is retried and never scored as reward 0."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The requested sandbox backend is not usable on this machine (no Docker engine, no
+    image, no bubblewrap); the message says how to get it."""
+
+
+class SandboxTimeout(SandboxError):
+    """A sandbox's per-episode wall-clock budget is spent; the episode must end."""

@@ -1,0 +1,274 @@
+"""The in-container agent of the Docker backend (standard library only; runs INSIDE the sandbox).
+
+The Docker backend starts each container as ``tini -- python3 -c <this file>``: the agent
+runs as root in the container (whose capabilities, memory, pids and network the engine
+limits) and serves one JSON request per line on stdin, one JSON reply per line on stdout,
+over a single ``docker attach`` stream. Commands run as uid 1000 in their own session;
+output is capped and counted here; at a timeout the whole session is SIGKILLed. When a
+command ends (or is killed), every other process of the container (bar tini and the agent)
+is killed until none is left, so SIGTERM traps, ``setsid``, background jobs and fork bombs
+never outlive the command that started them. One round trip per
+command replaces ``docker exec``'s ~100 ms runc set-up.
+
+When stdin closes (the orchestrator died or detached) the agent exits, tini exits, and the
+container stops; the host's garbage collector removes it.
+
+Requests: {"op": "run", "cmd", "timeout", "limit", "stdin" (b64), "fresh", "files"},
+{"op": "write", "path", "data" (b64), "mode"}, {"op": "read", "path", "limit"},
+{"op": "list", "path"}, {"op": "save"}, {"op": "restore", "data" (b64)}, {"op": "kill"}.
+Replies carry "ok": true plus the op's fields, or "ok": false and "error".
+
+Not covered: being a security boundary on its own (the container is); anything outside
+``/workspace`` (paths are resolved and must stay inside it).
+"""
+
+import base64
+import io
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+WS = "/workspace"
+UID = 1000
+GRACE_S = 0.05  # after the command exits, how long to drain output its children still hold
+
+
+def oom_kills():
+    """OOM kills so far in this container's memory cgroup (v1 or v2), -1 if unknown."""
+    for path, key in (("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
+                      ("/sys/fs/cgroup/memory.events", "oom_kill")):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith(key + " "):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+    return -1
+
+
+def others():
+    me = os.getpid()
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+
+
+def kill_all():
+    """SIGKILL every process but tini (PID 1) and the agent, until none is left."""
+    for _ in range(200):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        if not others():
+            return
+        time.sleep(0.005)
+
+
+def inside(path):
+    """Resolved path, refused unless it stays inside the workspace."""
+    real = os.path.realpath(path)
+    if real != WS and not real.startswith(WS + "/"):
+        raise ValueError(f"{path} leaves the workspace")
+    return real
+
+
+def wipe():
+    for name in os.listdir(WS):
+        full = os.path.join(WS, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            os.unlink(full)
+
+
+def write(path, data, mode=0o644):
+    parent = os.path.dirname(path)
+    os.makedirs(inside(parent), exist_ok=True)
+    for d in _dirs_between(WS, parent):
+        os.chown(d, UID, UID)
+    inside(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chown(path, UID, UID)
+    os.chmod(path, mode)
+
+
+def _dirs_between(top, path):
+    out = []
+    while path != top and path.startswith(top + "/"):
+        out.append(path)
+        path = os.path.dirname(path)
+    return out
+
+
+def demote():
+    """preexec_fn: own session, first in line for the OOM killer, then uid 1000."""
+    os.setsid()
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    os.setgroups([])
+    os.setgid(UID)
+    os.setuid(UID)
+
+
+def spawn(cmd, stdin):
+    """Start `bash -c cmd` as uid 1000; if the pids limit is hit, clear stragglers and retry once."""
+    for attempt in (0, 1):
+        try:
+            return subprocess.Popen(["bash", "-c", cmd], stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, cwd=WS, preexec_fn=demote, close_fds=True)
+        except BlockingIOError:
+            if attempt:
+                raise
+            kill_all()
+
+
+class Cap:
+    def __init__(self, limit):
+        self.limit, self.data, self.dropped = limit, bytearray(), 0
+
+    def feed(self, chunk):
+        room = self.limit - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+
+def run(req):
+    t0 = time.monotonic()
+    before = oom_kills()
+    if req.get("fresh"):
+        kill_all()
+        wipe()
+        for path, text in req.get("files", {}).items():
+            write(path, text.encode())
+    stdin_path = "/rlwb/stdin"
+    with open(stdin_path, "wb") as f:
+        f.write(base64.b64decode(req.get("stdin", "")))
+    caps = {}
+    with open(stdin_path, "rb") as stdin:
+        proc = spawn(req["cmd"], stdin)
+    sel = selectors.DefaultSelector()
+    for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+        os.set_blocking(pipe.fileno(), False)
+        caps[name] = Cap(req["limit"])
+        sel.register(pipe, selectors.EVENT_READ, caps[name])
+    deadline, timed_out, drain_until = t0 + req["timeout"], False, None
+    while sel.get_map():
+        now = time.monotonic()
+        if drain_until is None and proc.poll() is not None:
+            drain_until = now + GRACE_S
+        end = min(deadline, drain_until) if drain_until else deadline
+        if now >= end:
+            timed_out = drain_until is None
+            break
+        for key, _ in sel.select(timeout=min(end - now, 0.05)):
+            chunk = key.fileobj.read(1 << 16)
+            if chunk:
+                key.data.feed(chunk)
+            elif chunk is not None:
+                sel.unregister(key.fileobj)
+    if timed_out:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    kill_all()  # whatever the command left running (background jobs, setsid, fork bombs)
+    after = oom_kills()
+    return {"exit_code": code if code >= 0 else 128 - code, "timed_out": timed_out,
+            "oom_killed": after > before >= 0, "duration_ms": (time.monotonic() - t0) * 1000,
+            "stdout": base64.b64encode(caps["stdout"].data).decode(),
+            "stderr": base64.b64encode(caps["stderr"].data).decode(),
+            "truncated_bytes": caps["stdout"].dropped + caps["stderr"].dropped}
+
+
+def save():
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(WS, arcname=".")
+    return {"data": base64.b64encode(buf.getvalue()).decode()}
+
+
+def restore(data):
+    wipe()
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(data))) as tar:
+        # python3.11.2 in the image has no extraction filters: keep plain members inside WS
+        members = [m for m in tar.getmembers() if (m.isfile() or m.isdir() or m.issym())
+                   and not m.name.startswith("/") and ".." not in m.name.split("/")]
+        tar.extractall(WS, members=members)
+    for root, dirs, files in os.walk(WS):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), UID, UID)
+    return {}
+
+
+def read(path, limit):
+    with open(inside(path), "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is over {limit} bytes")
+    return {"data": base64.b64encode(data).decode()}
+
+
+def listing(path):
+    kinds = {True: "dir", False: "file"}
+    out = []
+    for entry in os.scandir(inside(path)):
+        kind = "link" if entry.is_symlink() else kinds[entry.is_dir()] if entry.is_dir() or entry.is_file() else "other"
+        out.append([entry.name, kind, entry.stat(follow_symlinks=False).st_size])
+    return {"entries": out}
+
+
+def handle(req):
+    op = req.get("op")
+    if op == "run":
+        return run(req)
+    if op == "write":
+        write(inside(os.path.dirname(req["path"])) + "/" + os.path.basename(req["path"]),
+              base64.b64decode(req["data"]), req.get("mode", 0o644))
+        return {}
+    if op == "read":
+        return read(req["path"], req["limit"])
+    if op == "list":
+        return listing(req["path"])
+    if op == "save":
+        return save()
+    if op == "restore":
+        return restore(req["data"])
+    if op == "kill":
+        kill_all()
+        return {}
+    raise ValueError(f"unknown op {op!r}")
+
+
+def main():
+    os.makedirs("/rlwb", mode=0o700, exist_ok=True)
+    out = sys.stdout.buffer
+    out.write(json.dumps({"ok": True, "ready": True, "pid": os.getpid()}).encode() + b"\n")
+    out.flush()
+    for line in sys.stdin.buffer:
+        try:
+            reply = {"ok": True, **handle(json.loads(line))}
+        except Exception as e:  # every failure becomes a reply; the agent keeps serving
+            reply = {"ok": False, "error": f"{e.__class__.__name__}: {e}"}
+        out.write(json.dumps(reply).encode() + b"\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""The `Sandbox` interface every backend implements, and the parts they share.
+
+    with DockerSandbox(SandboxSpec()) as sb:           # start() on enter, close() on exit
+        sb.write_file("main.py", "print('hi')")
+        r = sb.exec("python3 main.py", timeout_s=5)     # ExecResult
+        snap = sb.snapshot()                            # workspace saved on the host
+        sb.exec("rm -rf /workspace/*")
+        sb.rollback(snap)                               # workspace back as it was
+        sb.reset()                                      # clean workspace, fresh episode clock
+
+A sandbox owns one workspace (``/workspace`` inside it, the only writable place besides
+``/tmp``) and runs every command as an unprivileged user. Snapshots are tar images of the
+workspace kept in host memory; `reset` rolls back to the snapshot taken at `start`.
+
+Not covered here: how isolation is enforced (the backends), pooling and scheduling
+(`sandboxes.pool`). This is not a security boundary by itself: the Docker backend is the
+isolating one; `sandboxes.local_backend` is weaker and says so.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from backend.errors import ConfigError, SandboxError, SandboxTimeout
+from sandboxes.spec import WORKSPACE, ExecResult, SandboxSpec
+
+MAX_FILE_BYTES = 16 * 1024 * 1024  # read_file / write_file cap
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One entry of `Sandbox.list_dir`: name, kind ("file", "dir", "link", "other"), size in bytes."""
+
+    name: str
+    kind: str
+    size: int
+
+
+def workspace_path(path: str) -> str:
+    """Absolute in-sandbox path for a workspace-relative (or absolute ``/workspace/...``) path.
+
+    Raises:
+        ConfigError: If the path is empty, has a NUL byte or leaves the workspace.
+    """
+    if not isinstance(path, str) or not path or "\x00" in path:
+        raise ConfigError(f"sandbox path must be a non-empty string without NUL bytes, got {path!r}")
+    full = posixpath.normpath(posixpath.join(WORKSPACE, path))
+    if full != WORKSPACE and not full.startswith(WORKSPACE + "/"):
+        raise ConfigError(f"sandbox path {path!r} leaves the workspace {WORKSPACE}; use a path inside it")
+    return full
+
+
+class Sandbox(ABC):
+    """One isolated execution place. Subclasses implement the `_`-prefixed primitives.
+
+    Attributes:
+        backend: backend name ("docker", "local").
+        isolation: what isolates it, in words, for the CLI and the page.
+        spec: the `SandboxSpec` it was started with.
+        id: backend id (container id, or a temp dir), set by `start`.
+    """
+
+    backend = "base"
+    isolation = ""
+
+    def __init__(self, spec: SandboxSpec | None = None, labels: dict[str, str] | None = None) -> None:
+        self.spec = spec or SandboxSpec()
+        self.labels = dict(labels or {})
+        self.id: str | None = None
+        self._snapshots: dict[str, bytes] = {}
+        self._base_snapshot: str | None = None
+        self._episode_start = time.monotonic()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self, spec: SandboxSpec | None = None) -> "Sandbox":
+        """Create the sandbox and take the base snapshot that `reset` returns to.
+
+        Args:
+            spec: replaces the spec given at construction, if not None.
+
+        Raises:
+            SandboxUnavailable: the backend can't run here (message says why).
+            SandboxError: the backend failed to create it.
+        """
+        if spec is not None:
+            self.spec = spec
+        self._start()
+        self._base_snapshot = self.snapshot()
+        self._episode_start = time.monotonic()
+        return self
+
+    def reset(self) -> None:
+        """End the episode: kill every process, restore the base workspace, restart the clock.
+
+        Raises:
+            SandboxError: the sandbox is gone (the pool replaces it).
+        """
+        self._kill_all()
+        self.rollback(self._base_snapshot)
+        for sid in [s for s in self._snapshots if s != self._base_snapshot]:
+            del self._snapshots[sid]
+        self._episode_start = time.monotonic()
+
+    def close(self) -> None:
+        """Remove the sandbox and everything in it. Safe to call twice."""
+        self._snapshots.clear()
+        self._close()
+
+    def __enter__(self) -> "Sandbox":
+        return self if self.id is not None else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- commands ----------------------------------------------------------------------
+    def episode_time_left(self) -> float:
+        """Seconds left of the per-episode budget (may be negative)."""
+        return self.spec.episode_timeout_s - (time.monotonic() - self._episode_start)
+
+    def exec(self, cmd: str, timeout_s: float | None = None, stdin: str | bytes | None = None) -> ExecResult:
+        """Run a shell command (``bash -c``) in the workspace as the unprivileged user.
+
+        Args:
+            cmd: the command line.
+            timeout_s: wall-clock limit in seconds (default: spec.command_timeout_s), capped
+                by what is left of the episode budget. At the limit the command's whole
+                process group is killed with SIGKILL (trapping SIGTERM does not help).
+            stdin: bytes (or UTF-8 text) fed to the command's standard input.
+
+        Returns:
+            The `ExecResult`; a program's failure (non-zero exit, timeout, OOM) is a
+            result, not an exception.
+
+        Raises:
+            SandboxTimeout: the episode budget is already spent.
+            SandboxError: the harness failed (engine error, sandbox gone).
+            ConfigError: cmd is not a string or has NUL bytes.
+        """
+        if not isinstance(cmd, str) or "\x00" in cmd:
+            raise ConfigError("sandbox command must be a string without NUL bytes")
+        left = self.episode_time_left()
+        if left <= 0:
+            raise SandboxTimeout(f"episode budget of {self.spec.episode_timeout_s:g} s is spent; reset the sandbox")
+        timeout = min(timeout_s if timeout_s is not None else self.spec.command_timeout_s, left)
+        if timeout <= 0:
+            raise ConfigError(f"timeout_s must be > 0, got {timeout_s!r}")
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        return self._exec(cmd, timeout, data)
+
+    def run_fresh(self, cmd: str, files: dict[str, str] | None = None, timeout_s: float | None = None,
+                  stdin: str | bytes | None = None) -> ExecResult:
+        """One self-contained job: reset to the base workspace, write `files`, run `cmd`,
+        then kill every process it left behind. Backends may do this in one round trip.
+
+        Args:
+            cmd, timeout_s, stdin: as for `exec`.
+            files: workspace-relative path -> text, written before the command.
+
+        Raises:
+            SandboxError, ConfigError: as for `exec` and `write_file`.
+        """
+        self.reset()
+        for path, text in (files or {}).items():
+            self.write_file(path, text)
+        try:
+            return self.exec(cmd, timeout_s=timeout_s, stdin=stdin)
+        finally:
+            self._kill_all()
+
+    # -- files -------------------------------------------------------------------------
+    def write_file(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        """Write a file in the workspace (parent directories are created).
+
+        Raises:
+            ConfigError: bad path or data over MAX_FILE_BYTES.
+            SandboxError: the write failed (e.g. the workspace is full).
+        """
+        blob = data.encode() if isinstance(data, str) else bytes(data)
+        if len(blob) > MAX_FILE_BYTES:
+            raise ConfigError(f"file of {len(blob)} bytes is over the {MAX_FILE_BYTES}-byte limit")
+        self._write(workspace_path(path), blob, mode)
+
+    def read_file(self, path: str) -> bytes:
+        """Contents of a workspace file.
+
+        Raises:
+            ConfigError: bad path. SandboxError: no such file, or it is over MAX_FILE_BYTES.
+        """
+        return self._read(workspace_path(path))
+
+    def list_dir(self, path: str = ".") -> list[FileInfo]:
+        """Entries of a workspace directory, sorted by name.
+
+        Raises:
+            ConfigError: bad path. SandboxError: not a directory.
+        """
+        return sorted(self._list(workspace_path(path)), key=lambda f: f.name)
+
+    # -- snapshots ---------------------------------------------------------------------
+    def snapshot(self) -> str:
+        """Save the workspace; returns the snapshot id for `rollback`."""
+        sid = uuid.uuid4().hex[:12]
+        self._snapshots[sid] = self._save_workspace()
+        return sid
+
+    def rollback(self, snapshot_id: str) -> None:
+        """Restore the workspace saved by `snapshot` (running processes are not touched).
+
+        Raises:
+            ConfigError: unknown snapshot id.
+        """
+        if snapshot_id not in self._snapshots:
+            raise ConfigError(f"unknown snapshot {snapshot_id!r}; known: {sorted(self._snapshots)}")
+        self._restore_workspace(self._snapshots[snapshot_id])
+
+    # -- backend primitives ------------------------------------------------------------
+    @abstractmethod
+    def _start(self) -> None: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    @abstractmethod
+    def _exec(self, cmd: str, timeout_s: float, stdin: bytes | None) -> ExecResult: ...
+
+    @abstractmethod
+    def _kill_all(self) -> None:
+        """Kill every process the sandbox user runs."""
+
+    @abstractmethod
+    def _write(self, path: str, data: bytes, mode: int) -> None: ...
+
+    @abstractmethod
+    def _read(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def _list(self, path: str) -> list[FileInfo]: ...
+
+    @abstractmethod
+    def _save_workspace(self) -> bytes:
+        """The workspace as an uncompressed tar archive."""
+
+    @abstractmethod
+    def _restore_workspace(self, archive: bytes) -> None:
+        """Empty the workspace and unpack `archive` into it."""
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise SandboxError(message) unless condition holds (harness-side checks)."""
+    if not condition:
+        raise SandboxError(message)
