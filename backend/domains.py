@@ -17,8 +17,12 @@ triple into a deterministic `Task`, renders it as chat messages that ask for a f
 Seeds: training seeds come from `TRAIN_SEED_RANGE`, held-out (evaluation) seeds from the
 disjoint `HELDOUT_SEED_RANGE`, so an evaluation task is never a training task.
 
-Not covered here: multi-turn, retrieval or coding domains (HumanEval, needle-in-a-haystack,
-sandboxed tools), mixes and curricula (they sample from this registry), chat templates
+Sandbox-verified domains live in their own modules and are registered here too:
+`humaneval` (`backend.code_domains`) and the multi-turn `terminal_*` family
+(`backend.terminal_env`); they have `needs_sandbox = True` and are scored through a sandbox
+pool instead of `score`.
+
+Not covered here: retrieval domains, mixes and curricula (they sample from this registry), chat templates
 (the trainer applies the model's template to `build_messages`). reasoning-gym is imported
 lazily, on the first task or score, because importing it takes about a second.
 """
@@ -111,11 +115,20 @@ class Domain:
     source: str = ""
     license: str = "Apache-2.0"
     kind: str = "single_turn"
+    needs_sandbox = False
     generate: Callable[[Any, int, int], dict] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.source:
             object.__setattr__(self, "source", f"reasoning-gym {RG_VERSION}, {self.name}")
+
+    def messages(self, task: Task) -> list[dict]:
+        """Chat messages for a task: a short system message, then the question plus the
+        answer-format instruction (`ANSWER_INSTRUCTION`)."""
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"},
+        ]
 
     def make_task(self, seed: int, difficulty: int = 1) -> Task:
         """Generate the task for a seed at a difficulty level.
@@ -301,6 +314,18 @@ DOMAINS: dict[str, Domain] = {
 }
 
 
+def _register_sandbox_domains() -> None:
+    """Add the sandbox-verified domains: `humaneval` and the `terminal_*` family."""
+    from backend.code_domains import HUMANEVAL
+    from backend.terminal_env import TERMINAL_DOMAINS
+
+    DOMAINS[HUMANEVAL.name] = HUMANEVAL
+    DOMAINS.update(TERMINAL_DOMAINS)
+
+
+_register_sandbox_domains()
+
+
 def domain_names() -> list[str]:
     """Names of the registered domains, sorted."""
     return sorted(DOMAINS)
@@ -319,12 +344,10 @@ def get_domain(name: str) -> Domain:
 
 
 def build_messages(task: Task) -> list[dict]:
-    """Chat messages for a task: a short system message and the question plus the
-    answer-format instruction (the user message ends with `ANSWER_INSTRUCTION`)."""
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"},
-    ]
+    """Chat messages that pose a task to the model (its domain's `messages`): for
+    reasoning-gym domains the question plus the answer-format instruction
+    (`ANSWER_INSTRUCTION`); coding and terminal domains have their own instructions."""
+    return get_domain(task.domain).messages(task)
 
 
 def _malformed(text: str) -> bool:

@@ -1,5 +1,6 @@
 """Shared fixtures. Keep this file small: one fixture per shared resource."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,22 @@ def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, str]:
     with Store(db) as store:
         run_id = run_foreground(cfg, store)
     return db, run_id
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """The Docker client, with the rlwb-sandbox image present. Skipped where no engine runs,
+    unless RLWB_REQUIRE_DOCKER=1 (as in CI), where a missing engine fails instead."""
+    from backend.errors import SandboxUnavailable
+    from sandboxes.docker_backend import docker_client, find_image
+    from sandboxes.spec import DEFAULT_IMAGE
+
+    try:
+        client = docker_client()
+        if find_image(client, DEFAULT_IMAGE) is None:
+            raise SandboxUnavailable(f"image {DEFAULT_IMAGE} missing: run `rlwb sandbox build-image`")
+    except SandboxUnavailable as e:
+        if os.environ.get("RLWB_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"RLWB_REQUIRE_DOCKER=1 but Docker is unusable: {e}")
+        pytest.skip(f"no usable Docker engine here: {e}")
+    return client

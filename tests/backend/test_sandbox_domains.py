@@ -1,0 +1,138 @@
+"""humaneval and terminal domains scored in real Docker sandboxes: every reference solution
+scores 1, an empty answer scores 0, failures are classified, episodes follow Gymnasium."""
+
+import pytest
+
+from backend.code_domains import HUMANEVAL, build_program, extract_code, problems
+from backend.domains import get_domain, heldout_seeds
+from backend.terminal_env import TERMINAL_DOMAINS, TerminalEnv, parse_action, terminal_task
+from backend.terminal_tasks import template_names
+from sandboxes.pool import SandboxPool, Scheduler
+from sandboxes.spec import SandboxSpec
+
+
+@pytest.fixture(scope="module")
+def pool(docker_engine):
+    with SandboxPool("docker", SandboxSpec(memory_mb=256, episode_timeout_s=120), size=2,
+                     labels={"rlwb.test": "sandbox-domains"}, gc_interval_s=0) as p:
+        yield p
+
+
+def _problem_task(i):
+    """A Task for problem i of HumanEval (bypassing the seed -> problem mapping)."""
+    from backend.domains import Task
+
+    p = problems()[i]
+    return Task("humaneval", i, p["prompt"], p["canonical_solution"], 1,
+                {k: p[k] for k in ("task_id", "prompt", "test", "entry_point")})
+
+
+def test_every_humaneval_reference_solution_scores_1_and_empty_scores_0(pool):
+    tasks = [_problem_task(i) for i in range(len(problems()))]
+    assert len(tasks) == 164
+    sched = Scheduler(pool)
+    refs = sched.run([HUMANEVAL.verification_job(t, t.answer) for t in tasks])
+    empties = sched.run([HUMANEVAL.verification_job(t, "") for t in tasks])
+    sched.close()
+    scores = [HUMANEVAL.score_result(t, t.answer, r) for t, r in zip(tasks, refs)]
+    failed = [t.entry["task_id"] for t, (reward, _) in zip(tasks, scores) if reward != 1.0]
+    assert failed == []
+    empty_scores = [HUMANEVAL.score_result(t, "", r) for t, r in zip(tasks, empties)]
+    assert all(reward == 0.0 and b["error"] is not None for reward, b in empty_scores)
+
+
+def test_humaneval_failures_are_named(pool):
+    t = _problem_task(0)
+    body = t.answer
+    cases = {
+        "syntax_error": "```python\ndef has_close_elements(numbers, threshold)\n    return True\n```",
+        "assertion": "```python\ndef has_close_elements(numbers, threshold):\n    return True\n```",
+        "timeout": "```python\ndef has_close_elements(numbers, threshold):\n    while True:\n        pass\n```",
+        "crash": "```python\ndef has_close_elements(numbers, threshold):\n    raise SystemExit(3)\n```",
+        None: f"Here it is:\n```python\ndef has_close_elements(numbers, threshold):\n{body}```\nDone.",
+    }
+    sched = Scheduler(pool)
+    jobs = [HUMANEVAL.verification_job(t, c) for c in cases.values()]
+    jobs[2].timeout_s = 1.0
+    results = sched.run(jobs)
+    sched.close()
+    for (want, completion), res in zip(cases.items(), results):
+        reward, b = HUMANEVAL.score_result(t, completion, res)
+        assert b["error"] == want, (want, b)
+        assert reward == (1.0 if want is None else 0.0)
+
+
+def test_code_extraction_and_program_assembly():
+    t = _problem_task(0)
+    assert extract_code("```python\nx = 1\n```\ntext") == "x = 1"
+    assert extract_code("    return 1\n") == "    return 1"
+    assert extract_code(None) == ""
+    prog = build_program(t, "    return False\n")  # a body continues the prompt
+    assert prog.startswith(t.entry["prompt"] + "    return False") and prog.rstrip().endswith("check(has_close_elements)")
+
+
+def test_humaneval_train_and_heldout_problems_are_disjoint():
+    train = {HUMANEVAL.make_task(s, lvl).entry["task_id"] for s in range(0, 400) for lvl in (1, 2, 3)}
+    held = {HUMANEVAL.make_task(s, lvl).entry["task_id"] for s in heldout_seeds(200) for lvl in (1, 2, 3)}
+    assert train and held and not train & held
+    assert len(train | held) == 164  # every problem is reachable from some split and level
+
+
+def _play_reference(env, task):
+    obs, info = env.reset(options={"task": terminal_task(task)})
+    assert isinstance(obs, str) and obs == task.question and isinstance(info, dict)
+    reward, done = 0.0, False
+    for cmd in task.entry["reference"]:
+        obs, reward, terminated, truncated, info = env.step(f"```bash\n{cmd}\n```")
+        assert isinstance(obs, str) and info["turn"]["action"] == "command"
+        assert info["turn"]["exit_code"] == 0, info["turn"]
+        done = terminated or truncated
+        assert not done
+    obs, reward, terminated, truncated, info = env.step("DONE")
+    assert terminated and not truncated
+    return reward, info
+
+
+def test_every_terminal_template_reference_scores_1_and_doing_nothing_scores_0(pool):
+    names = template_names()
+    tasks = [TERMINAL_DOMAINS[f"terminal_{n}"].make_task(seed, lvl) for n in names for lvl in (1, 2, 3)
+             for seed in (0, 1)]
+    assert len(tasks) >= 30 and len(names) >= 8
+    with pool.lease() as sb:
+        env = TerminalEnv(sb, max_turns=12)
+        for task in tasks:
+            reward, info = _play_reference(env, task)
+            assert reward == 1.0, (task.domain, task.seed, task.difficulty, info["check"])
+            env.reset(options={"task": terminal_task(task)})
+            _, reward, terminated, _, info = env.step("DONE")  # the empty answer
+            assert terminated and reward == 0.0, (task.domain, info["check"])
+
+
+def test_terminal_turn_budget_truncates_and_invalid_turns_are_observed(pool):
+    task = get_domain("terminal_count_matches").make_task(5, 1)
+    with pool.lease() as sb:
+        env = TerminalEnv(sb, max_turns=2, command_timeout_s=1.0)
+        env.reset(options={"task": terminal_task(task)})
+        obs, reward, terminated, truncated, info = env.step("I think I should count.")
+        assert "invalid turn" in obs and not terminated and not truncated and info["turn"]["action"] == "invalid"
+        obs, reward, terminated, truncated, info = env.step("```bash\nsleep 30\n```")
+        assert truncated and not terminated and info["turn"]["timed_out"] and "timed out" in obs
+        assert reward == 0.0 and "check" in info
+        with pytest.raises(Exception, match="episode is over"):
+            env.step("DONE")
+
+
+@pytest.mark.parametrize("text,kind,cmd", [
+    ("```bash\nls -la\n```", "command", "ls -la"),
+    ("Let me look.\n```sh\ncat a.txt\n```\n```bash\nrm x\n```", "command", "cat a.txt"),
+    ("```\necho hi\n```", "command", "echo hi"),
+    ("All finished. DONE", "done", ""),
+    ("```bash\n\n```", "invalid", None),
+    ("just text", "invalid", None),
+    (None, "invalid", None),
+])
+def test_parse_action(text, kind, cmd):
+    got_kind, payload = parse_action(text)
+    assert got_kind == kind
+    if cmd is not None:
+        assert payload == cmd
