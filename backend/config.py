@@ -78,6 +78,16 @@ class RunConfig(BaseModel):
         True, description="torch.compile the vLLM model at start (slower start, faster decoding); false for short runs."
     )
 
+    sandbox_backend: Literal["docker", "local"] = Field(
+        "docker", description="Where sandboxed domains (humaneval, terminal_*) run: docker, or local "
+                              "(bubblewrap; weaker isolation). Never swapped silently.")
+    sandbox_pool_size: int = Field(4, ge=1, le=64, description="Warm sandboxes kept for the run.")
+    sandbox_memory_mb: int = Field(512, ge=64, le=16384, description="Memory limit of each sandbox, MiB.")
+    command_timeout_s: float = Field(10.0, gt=0.0, le=600.0, description="Wall-clock limit of one sandbox command, s.")
+    max_turns: int = Field(4, ge=1, le=32, description="Turn budget of a multi-turn episode (terminal domains).")
+    max_episode_tokens: int = Field(
+        1024, ge=64, le=4096, description="Token budget of a multi-turn episode (prompt, turns and observations).")
+
     checkpoint_every: int = Field(0, ge=0, description="Save an HF checkpoint every N steps (0: only at the end).")
     eval_tasks_per_domain: int = Field(
         0, ge=0, description="Held-out tasks per domain evaluated greedily before and after training (0: skip)."
@@ -149,6 +159,13 @@ class RunConfig(BaseModel):
             raise ValueError(f"{str(path)!r} can't be created or written ({str(probe)!r} is not a writable "
                              "directory); choose a writable directory or leave output_dir unset")
         return str(path)
+
+    @property
+    def needs_sandbox(self) -> bool:
+        """True if a domain of the mix is verified in a sandbox."""
+        from backend.domains import get_domain
+
+        return any(get_domain(d).needs_sandbox for d in self.domains)
 
     @property
     def sequences_per_step(self) -> int:

@@ -97,8 +97,21 @@ def _migrate_1(db: sqlite_utils.Database) -> None:
     }, pk=("run_id", "phase", "domain"), foreign_keys=fk)
 
 
+def _migrate_2(db: sqlite_utils.Database) -> None:
+    """Version 2: multi-turn turns and harness faults on trajectories; sandbox executions."""
+    db["trajectories"].add_column("turns", str)
+    db["trajectories"].add_column("fault", str)
+    db["sandbox_executions"].create({
+        "id": int, "run_id": str, "step": int, "kind": str, "outcome": str, "exit_code": int,
+        "latency_ms": float, "queue_ms": float, "attempts": int, "sandbox": str, "backend": str,
+        "command": str, "error": str, "created_at": str,
+    }, pk="id")
+    db["sandbox_executions"].create_index(["created_at"])
+    db["sandbox_executions"].create_index(["run_id", "step"])
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
-MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_1}
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_1, 2: _migrate_2}
 
 
 def _locked(method):
@@ -118,6 +131,12 @@ def _decode(row: dict, column: str) -> dict:
     return row
 
 
+def _decode_turns(row: dict) -> dict:
+    """Decode the JSON list of turns of a trajectory row (NULL -> [])."""
+    row["turns"] = json.loads(row["turns"]) if row.get("turns") else []
+    return row
+
+
 class Store:
     """Domain verbs over the workbench's SQLite database.
 
@@ -128,7 +147,7 @@ class Store:
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -300,9 +319,39 @@ class Store:
             "breakdown": json.dumps(s.breakdown, default=str), "advantage": float(s.advantage),
             "prompt_tokens": len(s.prompt_ids), "completion_tokens": len(s.completion.token_ids),
             "finish_reason": s.completion.finish_reason, "created_at": now,
+            "turns": json.dumps(s.turns, default=str) if s.turns else None, "fault": s.fault,
         } for s in samples]
         with self._writing(run_id):
             self.db["trajectories"].insert_all(rows)
+
+    @_locked
+    def record_sandbox_executions(self, rows: list[dict], run_id: str | None = None, step: int | None = None) -> None:
+        """Store sandbox executions (scheduler jobs and episode commands) for the Sandboxes page.
+
+        Args:
+            rows: dicts with kind, outcome, exit_code, latency_ms and optionally queue_ms,
+                attempts, sandbox, backend, command, error.
+        """
+        now = _now()
+        keep = ("kind", "outcome", "exit_code", "latency_ms", "queue_ms", "attempts", "sandbox", "backend",
+                "command", "error")
+        out = [{"run_id": run_id, "step": step, "created_at": now, **{k: r.get(k) for k in keep}} for r in rows]
+        if out:
+            with self.db.atomic():
+                self.db["sandbox_executions"].insert_all(out)
+
+    @_locked
+    def sandbox_executions(self, limit: int = 200, run_id: str | None = None) -> list[dict]:
+        """The most recent sandbox executions, newest first."""
+        where, params = ("run_id = ?", [run_id]) if run_id else (None, None)
+        return list(self.db["sandbox_executions"].rows_where(where, params, order_by="id desc", limit=limit))
+
+    @_locked
+    def sandbox_failures(self, run_id: str | None = None) -> dict[str, int]:
+        """Executions by outcome (ok, error, timeout, oom, harness)."""
+        where, params = ("where run_id = ?", [run_id]) if run_id else ("", [])
+        sql = f"select outcome, count(*) as n from sandbox_executions {where} group by outcome"
+        return {r["outcome"]: r["n"] for r in self.db.query(sql, params)}
 
     @_locked
     def trajectories(
@@ -322,13 +371,13 @@ class Store:
         order = "step, group_idx, sample_idx, id"
         rows = self.db["trajectories"].rows_where(" AND ".join(where), params, order_by=order,
                                                   limit=limit, offset=offset)
-        return [_decode(r, "breakdown") for r in rows]
+        return [_decode_turns(_decode(r, "breakdown")) for r in rows]
 
     @_locked
     def trajectory(self, traj_id: int) -> dict:
         """One trajectory by id, breakdown decoded; raises TrajectoryNotFound if missing."""
         try:
-            return _decode(dict(self.db["trajectories"].get(int(traj_id))), "breakdown")
+            return _decode_turns(_decode(dict(self.db["trajectories"].get(int(traj_id))), "breakdown"))
         except sqlite_utils.db.NotFoundError:
             raise TrajectoryNotFound(f"trajectory {traj_id} not found") from None
 

@@ -14,7 +14,7 @@ from backend.domains import get_domain, heldout_seeds
 
 
 def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int = 1,
-             max_new_tokens: int = 64) -> dict[str, dict[str, float]]:
+             max_new_tokens: int = 64, runtime=None, cfg=None) -> dict[str, dict[str, float]]:
     """Greedy accuracy on `n` held-out tasks per domain.
 
     Args:
@@ -23,24 +23,28 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int = 1,
         domains: domain names.
         n: held-out tasks per domain.
         difficulty: difficulty level of the tasks.
-        max_new_tokens: cap on generated tokens per answer.
+        max_new_tokens: cap on generated tokens per answer (per turn in episodes).
+        runtime: a `trainer.episodes.SandboxRuntime` for sandboxed domains.
+        cfg: the run config (multi-turn budgets) for multi-turn domains.
 
     Returns:
-        domain -> {"n", "accuracy", "mean_reward", "format_rate"} (fractions in [0, 1]).
+        domain -> {"n", "accuracy", "mean_reward", "format_rate"} (fractions in [0, 1]),
+        over the tasks scored without a harness fault.
     """
-    from trainer.loop import render_prompt
+    from trainer.loop import rollout
 
     tasks = [get_domain(d).make_task(seed, difficulty) for d in domains for seed in heldout_seeds(n)]
-    prompts = [render_prompt(tokenizer, t)[1] for t in tasks]
-    outs = engine.generate(prompts, n=1, max_new_tokens=max_new_tokens, temperature=0.0)
+    samples = rollout(engine, tokenizer, tasks, 1, max_new_tokens, temperature=0.0, top_p=1.0,
+                      runtime=runtime, cfg=cfg)
     results: dict[str, dict[str, float]] = {}
     for d in domains:
-        rows = [(t, o[0]) for t, o in zip(tasks, outs) if t.domain == d]
-        scored = [get_domain(d).score(t, c.text) for t, c in rows]
+        rows = [s for s in samples if s.domain == d and s.fault is None] or [None]
+        scored = [(s.reward, s.breakdown) for s in rows if s is not None]
+        k = max(len(scored), 1)
         results[d] = {
-            "n": len(rows),
-            "accuracy": sum(float(b.get("correct", 0.0)) >= 0.999 for _, b in scored) / len(rows),
-            "mean_reward": sum(r for r, _ in scored) / len(rows),
-            "format_rate": sum(float(b.get("format", 0.0)) for _, b in scored) / len(rows),
+            "n": len(scored),
+            "accuracy": sum(float(b.get("correct", 0.0)) >= 0.999 for _, b in scored) / k,
+            "mean_reward": sum(r for r, _ in scored) / k,
+            "format_rate": sum(float(b.get("format", 0.0)) for _, b in scored) / k,
         }
     return results

@@ -10,7 +10,10 @@ rendered through the model's chat template, sampled G times by the rollout engin
 by the domain's verifier, turned into group-relative advantages, and trained on by the
 DeepSpeed learner; the new weights go into the running engine in place.
 
-Not covered: multi-turn episodes, asynchronous (off-policy) overlap, curriculum.
+Sandboxed domains (humaneval, terminal_*) are scored through a `trainer.episodes.SandboxRuntime`
+opened for the run when its mix needs one.
+
+Not covered: asynchronous (off-policy) overlap, curriculum.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import torch
 
 from backend.config import RunConfig
 from backend.domains import Task, build_messages, get_domain, train_seed
+from backend.errors import ConfigError
 from trainer.algorithms.grpo import group_advantages
+from trainer.episodes import maybe_runtime
 from trainer.types import LearnerBatch, Sample
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -51,52 +56,112 @@ def sample_tasks(cfg: RunConfig, rng: random.Random, k: int) -> list[Task]:
 
 
 def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_tokens: int,
-            temperature: float, top_p: float) -> list[Sample]:
-    """Sample `group_size` completions per task and score them with the domain verifiers.
+            temperature: float, top_p: float, runtime=None, cfg: RunConfig | None = None) -> list[Sample]:
+    """Sample `group_size` completions (or episodes) per task and score them.
+
+    Single-turn tasks are generated in one engine call; reasoning-gym answers are scored
+    in-process, code (humaneval) by its tests in the sandbox pool; multi-turn tasks are
+    played as episodes in sandboxes (`trainer.episodes`).
+
+    Args:
+        runtime: a `trainer.episodes.SandboxRuntime`, required when a task needs a sandbox.
+        cfg: the run config (multi-turn budgets), required for multi-turn tasks.
 
     Returns:
         len(tasks) * group_size scored samples, grouped task by task (advantages not set).
+
+    Raises:
+        ConfigError: a sandboxed task without a runtime.
     """
-    rendered = [render_prompt(tokenizer, t) for t in tasks]
-    outs = engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
-                           temperature=temperature, top_p=top_p)
-    samples = []
-    for g, (task, (text, ids), comps) in enumerate(zip(tasks, rendered, outs)):
-        domain = get_domain(task.domain)
-        for i, comp in enumerate(comps):
-            reward, breakdown = domain.score(task, comp.text)
-            samples.append(Sample(domain=task.domain, task_seed=task.seed, group=g, index=i, prompt=text,
-                                  prompt_ids=list(ids), completion=comp, reward=float(reward),
-                                  breakdown=breakdown, answer=task.answer))
-    return samples
+    kinds = [get_domain(t.domain).kind for t in tasks]
+    if runtime is None and any(get_domain(t.domain).needs_sandbox for t in tasks):
+        raise ConfigError("this mix has sandboxed domains (humaneval, terminal_*): open a sandbox runtime")
+    single = [g for g, k in enumerate(kinds) if k != "multi_turn"]
+    multi = [g for g, k in enumerate(kinds) if k == "multi_turn"]
+    samples: list[Sample] = []
+    if single:
+        rendered = [render_prompt(tokenizer, tasks[g]) for g in single]
+        outs = engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
+                               temperature=temperature, top_p=top_p)
+        for g, (text, ids), comps in zip(single, rendered, outs):
+            for i, comp in enumerate(comps):
+                samples.append(Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
+                                      prompt_ids=list(ids), completion=comp, answer=tasks[g].answer))
+        _score(samples, {g: tasks[g] for g in single}, runtime)
+    if multi:
+        from trainer.episodes import rollout_episodes
+
+        for g in multi:  # one call per task keeps group indices equal to positions in `tasks`
+            samples += rollout_episodes(
+                engine, tokenizer, [tasks[g]], group_size, runtime, max_turns=cfg.max_turns,
+                max_new_tokens=max_new_tokens, max_episode_tokens=cfg.max_episode_tokens, temperature=temperature,
+                top_p=top_p, command_timeout_s=cfg.command_timeout_s, group_offset=g)
+    return sorted(samples, key=lambda s: (s.group, s.index))
+
+
+def _score(samples: list[Sample], tasks: dict[int, Task], runtime) -> None:
+    """Fill reward/breakdown (and fault) of single-turn samples, sandboxed ones as one batch."""
+    sandboxed = [s for s in samples if get_domain(s.domain).needs_sandbox]
+    for s in samples:
+        if not get_domain(s.domain).needs_sandbox:
+            s.reward, s.breakdown = get_domain(s.domain).score(tasks[s.group], s.completion.text)
+    if sandboxed:
+        jobs = [get_domain(s.domain).verification_job(tasks[s.group], s.completion.text) for s in sandboxed]
+        for s, res in zip(sandboxed, runtime.scheduler.run(jobs)):
+            reward, s.breakdown = get_domain(s.domain).score_result(tasks[s.group], s.completion.text, res)
+            s.reward, s.fault = float(reward), s.breakdown.get("fault")
 
 
 def assign_advantages(samples: list[Sample], group_size: int, algorithm: str) -> int:
     """Fill `Sample.advantage` group by group (GRPO or Dr. GRPO).
 
+    Samples with a harness fault get advantage 0 and take no part in their group's
+    statistics (they are not the model's failure).
+
     Returns:
-        The number of groups whose rewards were all equal (they carry no GRPO signal).
+        The number of groups whose scored rewards were all equal (no GRPO signal).
     """
-    rewards = torch.tensor([s.reward for s in samples], dtype=torch.float32).view(-1, group_size)
-    adv = group_advantages(rewards, normalize_std=(algorithm == "grpo"))
-    for s, a in zip(samples, adv.flatten().tolist()):
-        s.advantage = a
-    return int((rewards.max(dim=1).values == rewards.min(dim=1).values).sum())
+    by_group: dict[int, list[Sample]] = defaultdict(list)
+    for s in samples:
+        by_group[s.group].append(s)
+    zero_var = 0
+    for group in by_group.values():
+        scored = [s for s in group if s.fault is None]
+        for s in group:
+            s.advantage = 0.0
+        if len(scored) < 2 or len({s.reward for s in scored}) == 1:
+            zero_var += 1
+            continue
+        rewards = torch.tensor([[s.reward for s in scored]], dtype=torch.float32)
+        adv = group_advantages(rewards, normalize_std=(algorithm == "grpo"))
+        for s, a in zip(scored, adv.flatten().tolist()):
+            s.advantage = a
+    return zero_var
 
 
 def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
-    """Reward, accuracy, format rate and response length, overall and per domain."""
-    out: dict[str, float] = {}
+    """Reward, accuracy, format rate and response length, overall and per domain, over the
+    scored samples (harness faults are counted apart, in `sandbox/harness_faults`); turns
+    per episode for multi-turn domains."""
+    out: dict[str, float] = {"sandbox/harness_faults": float(sum(s.fault is not None for s in samples))}
+    scored = [s for s in samples if s.fault is None]
     by_domain: dict[str, list[Sample]] = defaultdict(list)
-    for s in samples:
+    for s in scored:
         by_domain[s.domain].append(s)
-    for key, group in [("mean", samples), *sorted(by_domain.items())]:
+    for key, group in [("mean", scored), *sorted(by_domain.items())]:
         n = len(group)
+        if not n:
+            continue
         out[f"reward/{key}"] = sum(s.reward for s in group) / n
         out[f"accuracy/{key}"] = sum(float(s.breakdown.get("correct", 0.0)) >= 0.999 for s in group) / n
         out[f"format/{key}"] = sum(float(s.breakdown.get("format", 0.0)) for s in group) / n
-        out[f"response_length/{key}"] = sum(len(s.completion.token_ids) for s in group) / n
-    out["response_length"] = out["response_length/mean"]
+        out[f"response_length/{key}"] = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids))
+                                            for s in group) / n
+        if group[0].turns or "turns" in group[0].breakdown:
+            out[f"turns/{key}"] = sum(len(s.turns) for s in group) / n
+    out.setdefault("reward/mean", 0.0)
+    out.setdefault("accuracy/mean", 0.0)
+    out["response_length"] = out.get("response_length/mean", 0.0)
     out["truncated_frac"] = sum(s.completion.finish_reason == "length" for s in samples) / len(samples)
     return out
 
@@ -107,12 +172,13 @@ def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
     return base / run_id / "checkpoints"
 
 
-def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str) -> dict:
+def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,
+                   runtime=None) -> dict:
     """Greedy held-out evaluation of every domain in the mix; results go to the store."""
     from trainer.evaluate import evaluate
 
     results = evaluate(engine, tokenizer, list(cfg.domains), cfg.eval_tasks_per_domain, cfg.difficulty,
-                       cfg.eval_max_new_tokens)
+                       cfg.eval_max_new_tokens, runtime=runtime, cfg=cfg)
     for domain, r in results.items():
         store.record_evaluation(run_id, phase, domain, r["n"], r["accuracy"], r["mean_reward"], r["format_rate"], model)
     return results
@@ -143,36 +209,40 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     engine_kw = {}
     if cfg.rollout_engine == "vllm":
         engine_kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
-    engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **engine_kw)
-    learner = None
-    try:
-        learner = DeepSpeedLearner(model_path, cfg)
-        if cfg.eval_tasks_per_domain:
-            run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path))
-        ckpt_root = checkpoint_dir(cfg, run_id)
-        for step in range(1, cfg.steps + 1):
-            metrics = train_step(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, step)
-            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
-                path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer)
-                store.record_checkpoint(run_id, step, str(path))
-            if on_step:
-                on_step(step, metrics)
-        path = learner.save_checkpoint(ckpt_root / f"step-{cfg.steps}", tokenizer)
-        store.record_checkpoint(run_id, cfg.steps, str(path))
-        if cfg.eval_tasks_per_domain:
-            run_evaluation(engine, tokenizer, cfg, store, run_id, "after", str(path))
-    finally:
-        engine.close()
-        if learner is not None:
-            learner.close()
+    # sandboxes first: a missing Docker engine fails the run before the engines spend a minute starting
+    with maybe_runtime(cfg) as runtime:
+        engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **engine_kw)
+        learner = None
+        try:
+            learner = DeepSpeedLearner(model_path, cfg)
+            if cfg.eval_tasks_per_domain:
+                run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
+            ckpt_root = checkpoint_dir(cfg, run_id)
+            for step in range(1, cfg.steps + 1):
+                metrics = train_step(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, step, runtime)
+                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
+                    path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer)
+                    store.record_checkpoint(run_id, step, str(path))
+                if on_step:
+                    on_step(step, metrics)
+            path = learner.save_checkpoint(ckpt_root / f"step-{cfg.steps}", tokenizer)
+            store.record_checkpoint(run_id, cfg.steps, str(path))
+            if cfg.eval_tasks_per_domain:
+                run_evaluation(engine, tokenizer, cfg, store, run_id, "after", str(path), runtime)
+        finally:
+            engine.close()
+            if learner is not None:
+                learner.close()
 
 
 def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, pad_id: int,
-               store, run_id: str, step: int) -> dict[str, float]:
-    """One training step; writes its trajectories and metrics and returns the metrics."""
+               store, run_id: str, step: int, runtime=None) -> dict[str, float]:
+    """One training step; writes its trajectories, metrics and sandbox executions and
+    returns the metrics."""
     t0 = time.perf_counter()
     tasks = sample_tasks(cfg, rng, cfg.prompts_per_step)
-    samples = rollout(engine, tokenizer, tasks, cfg.group_size, cfg.max_new_tokens, cfg.temperature, cfg.top_p)
+    samples = rollout(engine, tokenizer, tasks, cfg.group_size, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
+                      runtime=runtime, cfg=cfg)
     t1 = time.perf_counter()
     zero_var = assign_advantages(samples, cfg.group_size, cfg.algorithm)
     t2 = time.perf_counter()
@@ -180,7 +250,7 @@ def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, p
     t3 = time.perf_counter()
     engine.update_weights(learner.named_weights())
     t4 = time.perf_counter()
-    gen_tokens = sum(len(s.completion.token_ids) for s in samples)
+    gen_tokens = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids)) for s in samples)
     metrics = rollout_metrics(samples)
     metrics.update(learn)
     metrics.update({
@@ -193,7 +263,42 @@ def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, p
         "time/sync": t4 - t3,
         "time/step": t4 - t0,
     })
+    executions = sandbox_executions(samples, runtime)
+    if runtime is not None:
+        metrics.update(sandbox_metrics(executions, runtime))
     store.record_trajectories(run_id, step, samples)
     store.record_metrics(run_id, step, metrics)
+    store.record_sandbox_executions(executions, run_id=run_id, step=step)
     store.heartbeat(run_id, step=step)
     return metrics
+
+
+def sandbox_executions(samples: list[Sample], runtime) -> list[dict]:
+    """One row per sandbox execution of a step: the scheduler's verification jobs and the
+    commands of multi-turn episodes (checker runs are part of the episode's reward)."""
+    rows = runtime.scheduler.drain_records() if runtime is not None else []
+    backend = runtime.pool.backend if runtime is not None else ""
+    for s in samples:
+        for t in s.turns:
+            if t.get("action") == "command":
+                outcome = "timeout" if t.get("timed_out") else "oom" if t.get("oom_killed") else \
+                    "ok" if t.get("exit_code") == 0 else "error"
+                rows.append({"kind": s.domain, "outcome": outcome, "exit_code": t.get("exit_code"),
+                             "latency_ms": t.get("duration_ms"), "backend": backend,
+                             "command": str(t.get("command", ""))[:500]})
+    return rows
+
+
+def sandbox_metrics(executions: list[dict], runtime) -> dict[str, float]:
+    """Queue depth, latency p50/p99 (ms) and failures by kind over a step's executions."""
+    import numpy as np
+
+    lat = [r["latency_ms"] for r in executions if r.get("latency_ms") is not None]
+    out = {"sandbox/executions": float(len(executions)), "sandbox/queue_depth": runtime.scheduler.metrics()["queue_depth"],
+           "sandbox/latency_p50_ms": float(np.percentile(lat, 50)) if lat else 0.0,
+           "sandbox/latency_p99_ms": float(np.percentile(lat, 99)) if lat else 0.0,
+           "sandbox/pool_replaced": float(runtime.pool.state()["replaced"])}
+    for kind in ("error", "timeout", "oom", "harness"):
+        out[f"sandbox/failures/{kind}"] = float(sum(r["outcome"] == kind for r in executions))
+    runtime.scheduler.metrics(reset=True)
+    return out

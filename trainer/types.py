@@ -29,12 +29,16 @@ class Completion:
             (nats). Used as the "old" policy in the clipped importance ratio.
         text: detokenised completion (special tokens skipped).
         finish_reason: "stop" (EOS or stop string) or "length" (hit max_new_tokens).
+        mask: None for a single-turn completion (every token is the policy's). For a
+            multi-turn episode, the whole transcript after the prompt: model turns (1) and
+            the environment's observation tokens between them (0, never trained on).
     """
 
     token_ids: list[int]
     logprobs: list[float]
     text: str
     finish_reason: str
+    mask: list[int] | None = None
 
 
 @dataclass
@@ -53,6 +57,10 @@ class Sample:
         breakdown: named reward parts, e.g. {"format": 1.0, "correct": 0.0}.
         advantage: group-normalised advantage, filled in by the algorithm.
         answer: the hidden reference answer (stored for inspection, never shown to the model).
+        fault: None, or "harness" when the sandbox machinery failed while scoring it: such a
+            sample takes no part in the loss, its group's advantages or reward metrics.
+        turns: multi-turn episodes only: one dict per turn (model text, command, stdout,
+            stderr, exit code, duration in ms, timed_out).
     """
 
     domain: str
@@ -66,6 +74,8 @@ class Sample:
     breakdown: dict[str, Any] = field(default_factory=dict)
     advantage: float = 0.0
     answer: str = ""
+    fault: str | None = None
+    turns: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -75,7 +85,9 @@ class LearnerBatch:
     Attributes:
         input_ids: (N, T) int64, prompt followed by completion, right-padded with pad id.
         attention_mask: (N, T) int64, 1 on real tokens.
-        completion_mask: (N, T) float32, 1 on completion tokens that take part in the loss.
+        completion_mask: (N, T) float32, 1 on completion tokens that take part in the loss
+            (the policy's own tokens: not prompts, observations of multi-turn episodes, pads,
+            or samples with a harness fault).
             Position t marks the token input_ids[:, t] (predicted by logits at t-1).
         old_logprobs: (N, T) float32, sampling-policy logprobs aligned with completion_mask
             (0 elsewhere).
@@ -139,7 +151,9 @@ class LearnerBatch:
             input_ids[i, :p] = torch.tensor(s.prompt_ids, dtype=torch.long)
             if c:
                 input_ids[i, p : p + c] = torch.tensor(s.completion.token_ids, dtype=torch.long)
-                comp_mask[i, p : p + c] = 1.0
+                if s.fault is None:  # a harness-faulted sample keeps its row but trains nothing
+                    mask = s.completion.mask
+                    comp_mask[i, p : p + c] = 1.0 if mask is None else torch.tensor(mask, dtype=torch.float32)
                 old_lp[i, p : p + c] = torch.tensor(s.completion.logprobs, dtype=torch.float32)
             attention[i, : p + c] = 1
         adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)

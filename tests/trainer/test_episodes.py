@@ -1,0 +1,116 @@
+"""Multi-turn episodes in real Docker sandboxes: token layout, masks, rewards, faults.
+
+A scripted engine (a real `RolloutEngine` that "samples" given texts through the tiny
+model's tokenizer) plays reference solutions, so the test knows what the reward must be.
+"""
+
+import pytest
+from transformers import AutoTokenizer
+
+from backend.domains import get_domain
+from trainer.episodes import SandboxRuntime, observation_ids, rollout_episodes
+from trainer.loop import assign_advantages
+from trainer.rollout.base import RolloutEngine
+from trainer.types import Completion, LearnerBatch
+
+
+class ScriptedEngine(RolloutEngine):
+    """Answers each context with the next scripted reply of its episode (by call order)."""
+
+    name = "scripted"
+
+    def __init__(self, tokenizer, scripts: list[list[str]]):
+        self.tok, self.scripts, self.turn = tokenizer, scripts, 0
+        self.contexts: list[list[list[int]]] = []
+
+    def generate(self, prompts, n, max_new_tokens, temperature=1.0, top_p=1.0):
+        self.contexts.append([list(p) for p in prompts])
+        active = [s for s in self.scripts if len(s) > self.turn]
+        out = []
+        for script in active[: len(prompts)]:
+            ids = self.tok(script[self.turn], add_special_tokens=False)["input_ids"][:max_new_tokens]
+            ids.append(self.tok.eos_token_id)
+            out.append([Completion(ids, [-0.5] * len(ids), script[self.turn], "stop")])
+        self.turn += 1
+        return out
+
+    def update_weights(self, named_tensors):
+        raise NotImplementedError
+
+    def score(self, prompt, completion):
+        raise NotImplementedError
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def runtime(docker_engine):
+    class Cfg:  # the fields SandboxRuntime.open reads
+        sandbox_backend, sandbox_pool_size, sandbox_memory_mb, command_timeout_s, max_turns = "docker", 2, 256, 5.0, 6
+
+    rt = SandboxRuntime.open(Cfg)
+    yield rt
+    rt.close()
+
+
+def test_observation_tokens_match_the_chat_template(tokenizer):
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    turn = "```bash\nls\n```"
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    ids += tokenizer(turn, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    ids += observation_ids(tokenizer, messages, "[exit code 0]\na.txt", after_eos=True)
+    full = tokenizer.apply_chat_template(
+        [*messages, {"role": "assistant", "content": turn}, {"role": "user", "content": "[exit code 0]\na.txt"}],
+        add_generation_prompt=True, tokenize=False)
+    assert tokenizer.decode(ids) == full
+
+
+def test_reference_episode_scores_1_with_policy_tokens_masked_in(tokenizer, runtime):
+    task = get_domain("terminal_sort_numbers").make_task(4, 1)
+    ref = [f"```bash\n{c}\n```" for c in task.entry["reference"]]
+    scripts = [ref + ["DONE"], ["I am not sure.", "DONE"]]  # group of 2: solved, and nothing done
+    engine = ScriptedEngine(tokenizer, scripts)
+    samples = rollout_episodes(engine, tokenizer, [task], 2, runtime, max_turns=6, max_new_tokens=200,
+                               max_episode_tokens=2048, temperature=1.0, top_p=1.0, command_timeout_s=5.0)
+    solved, idle = samples
+    assert solved.reward == 1.0 and solved.fault is None and solved.breakdown["check"].startswith("PASS")
+    assert idle.reward == 0.0 and idle.breakdown["invalid_turns"] == 1
+    assert [t["action"] for t in solved.turns] == ["command"] * len(ref) + ["done"]
+    assert all(t["exit_code"] == 0 for t in solved.turns[:-1])
+    # policy tokens: exactly the scripted replies (+ EOS); observations are masked out
+    comp = solved.completion
+    policy = [t for t, m in zip(comp.token_ids, comp.mask) if m]
+    want = [i for r in ref + ["DONE"] for i in tokenizer(r, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]]
+    assert policy == want
+    assert all(lp == 0.0 for lp, m in zip(comp.logprobs, comp.mask) if not m) and 0 in comp.mask
+    # the engine saw prompt + everything so far at every turn
+    assert engine.contexts[1][0] == solved.prompt_ids + comp.token_ids[: len(engine.contexts[1][0]) - len(solved.prompt_ids)]
+    batch = LearnerBatch.from_samples(samples, tokenizer.pad_token_id)
+    assert batch.completion_mask.sum().item() == sum(comp.mask) + sum(idle.completion.mask)
+    assign_advantages(samples, 2, "grpo")
+    assert solved.advantage > 0 > idle.advantage
+
+
+def test_a_container_dying_mid_episode_is_a_harness_fault_not_a_zero(tokenizer, runtime, docker_engine):
+    task = get_domain("terminal_count_matches").make_task(2, 1)
+
+    class KillingEngine(ScriptedEngine):
+        def generate(self, prompts, n, max_new_tokens, temperature=1.0, top_p=1.0):
+            if self.turn == 1:  # kill every sandbox of the pool that is in use
+                for sb in list(runtime.pool._all):
+                    if sb not in list(runtime.pool._idle.queue):
+                        docker_engine.containers.get(sb.id).kill()
+            return super().generate(prompts, n, max_new_tokens, temperature, top_p)
+
+    engine = KillingEngine(tokenizer, [["```bash\nls\n```", "```bash\nls\n```", "DONE"]] * 2)
+    samples = rollout_episodes(engine, tokenizer, [task], 2, runtime, max_turns=4, max_new_tokens=50,
+                               max_episode_tokens=1024, temperature=1.0, top_p=1.0, command_timeout_s=5.0)
+    assert all(s.fault == "harness" and s.breakdown["fault"] == "harness" for s in samples)
+    batch = LearnerBatch.from_samples(samples, tokenizer.pad_token_id)
+    assert batch.completion_mask.sum().item() == 0  # nothing of a faulted episode is trained on
+    assert assign_advantages(samples, 2, "grpo") == 1 and all(s.advantage == 0.0 for s in samples)
+    assert runtime.pool.state()["replaced"] >= 2 and runtime.pool.state()["idle"] == runtime.pool.size

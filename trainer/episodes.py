@@ -1,0 +1,218 @@
+"""Rollouts that need sandboxes: code verified in a pool, and multi-turn terminal episodes.
+
+    runtime = SandboxRuntime.open(cfg)                 # warm pool + scheduler (Docker by default)
+    samples = rollout_episodes(engine, tokenizer, tasks, group_size=8, runtime=runtime, ...)
+    runtime.close()
+
+A multi-turn episode is trained as one sequence: the prompt, then every model turn
+(policy tokens, mask 1, with their sampling logprobs) interleaved with the environment's
+observation tokens (mask 0, never trained on). Observation tokens are exactly what the
+chat template renders between two assistant turns (end of turn, a user message with the
+observation, the start of the next assistant turn), so the learner sees the same tokens
+the rollout engine saw. Episodes of a step run in waves of `pool.size`; each turn, the
+active episodes are generated as one batch and their commands run in parallel.
+
+Not covered: asynchronous (off-policy) overlap of generation and sandbox work, tool calls
+other than shell commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from backend.errors import SandboxError
+from trainer.types import Completion, Sample
+
+_SENTINEL = "RLWB_TURN_SENTINEL_5f2c"
+
+
+@dataclass
+class SandboxRuntime:
+    """The sandboxes of one run: a warm pool and a scheduler over it."""
+
+    pool: object
+    scheduler: object
+
+    @classmethod
+    def open(cls, cfg) -> "SandboxRuntime":
+        """Start the pool the config asks for.
+
+        Raises:
+            SandboxUnavailable: the backend can't run here (never replaced silently).
+        """
+        from sandboxes.pool import SandboxPool, Scheduler
+        from sandboxes.spec import SandboxSpec
+
+        spec = SandboxSpec(memory_mb=cfg.sandbox_memory_mb, command_timeout_s=cfg.command_timeout_s,
+                           episode_timeout_s=max(60.0, cfg.command_timeout_s * (cfg.max_turns + 2)))
+        pool = SandboxPool(cfg.sandbox_backend, spec, size=cfg.sandbox_pool_size).start()
+        return cls(pool, Scheduler(pool))
+
+    def close(self) -> None:
+        self.scheduler.close()
+        self.pool.close()
+
+
+def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos: bool) -> list[int]:
+    """Token ids that close an assistant turn, add `observation` as a user turn and open the
+    next assistant turn, as the model's chat template renders them.
+
+    Args:
+        tokenizer: the policy's tokenizer (with a chat template).
+        messages: the episode's opening messages (system, user).
+        observation: the environment's text for the model.
+        after_eos: the assistant turn already ended with the EOS token, whose text is then
+            not repeated.
+
+    Returns:
+        The observation segment's token ids (masked out of the loss).
+    """
+    turn = [*messages, {"role": "assistant", "content": _SENTINEL}]
+    before = tokenizer.apply_chat_template(turn, tokenize=False)
+    after = tokenizer.apply_chat_template([*turn, {"role": "user", "content": observation}], tokenize=False,
+                                          add_generation_prompt=True)
+    cut = before.index(_SENTINEL) + len(_SENTINEL)
+    assert after[:cut] == before[:cut], "chat template renders earlier turns differently once a turn is added"
+    segment = after[cut:]
+    eos = tokenizer.eos_token or ""
+    if after_eos and eos and segment.startswith(eos):
+        segment = segment[len(eos):]
+    return tokenizer(segment, add_special_tokens=False)["input_ids"]
+
+
+@dataclass
+class _Episode:
+    group: int
+    index: int
+    task: object
+    env: object = None
+    sandbox: object = None
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    turns: list[dict] = field(default_factory=list)
+    done: bool = False
+    reward: float = 0.0
+    check: str = ""
+    finish: str = "stop"
+    fault: str | None = None
+
+
+def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: SandboxRuntime, *, max_turns: int,
+                     max_new_tokens: int, max_episode_tokens: int, temperature: float, top_p: float,
+                     command_timeout_s: float, group_offset: int = 0) -> list[Sample]:
+    """Play `group_size` episodes of each multi-turn task and score them in sandboxes.
+
+    Args:
+        tasks: multi-turn tasks (terminal domains).
+        group_offset: group index of the first task (its place in the step).
+        max_new_tokens: cap per model turn (tokens). max_episode_tokens: cap on the whole
+            sequence (tokens); an episode that would exceed it ends (finish "length").
+
+    Returns:
+        len(tasks) * group_size samples, task by task; a harness fault sets Sample.fault.
+    """
+    from backend.domains import build_messages
+    from backend.terminal_env import TerminalEnv, terminal_task
+
+    opening = [build_messages(t) for t in tasks]
+    prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in opening]
+    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    episodes = [_Episode(g, i, t) for g, t in enumerate(tasks) for i in range(group_size)]
+    size = runtime.pool.size
+    with ThreadPoolExecutor(size, thread_name_prefix="episode") as workers:
+        for start in range(0, len(episodes), size):
+            wave = episodes[start : start + size]
+            try:
+                for ep in wave:
+                    ep.sandbox = runtime.pool.acquire()
+                    ep.env = TerminalEnv(ep.sandbox, max_turns=max_turns, command_timeout_s=command_timeout_s)
+                list(workers.map(lambda ep: _guard(ep, lambda: ep.env.reset(options={"task": terminal_task(ep.task)})),
+                                 wave))
+                _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_tokens,
+                           max_episode_tokens, temperature, top_p)
+            finally:
+                for ep in wave:
+                    if ep.sandbox is not None:
+                        (runtime.pool.replace if ep.fault else runtime.pool.release)(ep.sandbox)
+    samples = []
+    for ep in episodes:
+        valid = sum(t["action"] != "invalid" for t in ep.turns)
+        breakdown = {"correct": ep.reward, "format": valid / max(len(ep.turns), 1), "turns": len(ep.turns),
+                     "invalid_turns": len(ep.turns) - valid, "check": ep.check}
+        if ep.fault:
+            breakdown["fault"] = ep.fault
+        text = tokenizer.decode(ep.ids, skip_special_tokens=False)
+        comp = Completion(ep.ids, ep.logprobs, text, ep.finish, mask=ep.mask)
+        samples.append(Sample(domain=ep.task.domain, task_seed=ep.task.seed, group=group_offset + ep.group,
+                              index=ep.index, prompt=prompts[ep.group], prompt_ids=list(prompt_ids[ep.group]),
+                              completion=comp, reward=ep.reward, breakdown=breakdown, answer=ep.task.answer,
+                              fault=ep.fault, turns=ep.turns))
+    return samples
+
+
+def _guard(ep: _Episode, fn):
+    """Run fn; a harness fault ends the episode as `fault="harness"` (never scored)."""
+    if ep.done:
+        return None
+    try:
+        return fn()
+    except SandboxError as e:
+        ep.done, ep.fault, ep.check = True, "harness", f"harness fault: {e}"[:300]
+        return None
+
+
+def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_tokens, max_episode_tokens,
+               temperature, top_p) -> None:
+    eos_id = tokenizer.eos_token_id
+    while active := [ep for ep in wave if not ep.done]:
+        contexts = [prompt_ids[ep.group] + ep.ids for ep in active]
+        budget = min(max_new_tokens, max_episode_tokens - max(len(c) for c in contexts))
+        if budget < 1:
+            for ep in active:
+                _end_for_length(ep)
+            return
+        outs = engine.generate(contexts, n=1, max_new_tokens=budget, temperature=temperature, top_p=top_p)
+        for ep, [comp] in zip(active, outs):
+            ep.ids += comp.token_ids
+            ep.logprobs += comp.logprobs
+            ep.mask += [1] * len(comp.token_ids)
+        steps = list(workers.map(lambda pair: _guard(pair[0], lambda: pair[0].env.step(pair[1].text)),
+                                 [(ep, out[0]) for ep, out in zip(active, outs)]))
+        for ep, [comp], result in zip(active, outs, steps):
+            if result is None:  # harness fault
+                continue
+            obs, reward, terminated, truncated, info = result
+            ep.turns.append(info["turn"])
+            if terminated or truncated:
+                ep.done, ep.reward, ep.check = True, reward, info.get("check", "")
+                ep.finish = "stop" if terminated else "length"
+                continue
+            seg = observation_ids(tokenizer, opening[ep.group], obs, bool(comp.token_ids) and comp.token_ids[-1] == eos_id)
+            if len(prompt_ids[ep.group]) + len(ep.ids) + len(seg) + 1 > max_episode_tokens:
+                _end_for_length(ep)
+                continue
+            ep.ids += seg
+            ep.logprobs += [0.0] * len(seg)
+            ep.mask += [0] * len(seg)
+
+
+def _end_for_length(ep: _Episode) -> None:
+    """The token budget is spent: end the episode and let the checker judge the workspace."""
+    result = _guard(ep, ep.env.check)
+    if result is not None:
+        ep.reward, ep.check = result
+    ep.done, ep.finish = True, "length"
+
+
+@contextlib.contextmanager
+def maybe_runtime(cfg):
+    """A `SandboxRuntime` when the mix needs sandboxes, else None; closed on exit."""
+    runtime = SandboxRuntime.open(cfg) if cfg.needs_sandbox else None
+    try:
+        yield runtime
+    finally:
+        if runtime is not None:
+            runtime.close()
