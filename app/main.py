@@ -1,7 +1,7 @@
 """RL Workbench page router: ``streamlit run app/main.py``.
 
 Reads the store at ``$RLWB_DB`` (or the default user data path) and routes between the
-Runs and Trajectories pages. Holds no page content itself.
+Runs, Trajectories and Sandboxes pages. Holds no page content itself.
 """
 
 import sqlite3
@@ -16,6 +16,7 @@ st.set_page_config(page_title="RL Workbench", layout="wide")
 pages = [
     st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:", default=True),
     st.Page("pages/trajectories.py", title="Trajectories", icon=":material/route:"),
+    st.Page("pages/sandboxes.py", title="Sandboxes", icon=":material/deployed_code:"),
 ]
 page = st.navigation(pages)
 

@@ -23,6 +23,8 @@ METRIC_PANELS: dict[str, tuple[str, ...]] = {
     "KL to reference": ("kl",),
     "Response length (tokens)": ("response_length",),
     "Throughput (tokens/s)": ("rollout_tokens_per_s", "learner_tokens_per_s"),
+    "Sandbox latency (ms)": ("sandbox/latency_p50_ms", "sandbox/latency_p99_ms"),
+    "Turns per episode": ("turns/*",),
 }
 
 PREVIEW_CHARS = 80
@@ -177,3 +179,32 @@ def group_frame(store: Store, traj: dict) -> pd.DataFrame:
         for t in store.group(traj["run_id"], traj["step"], traj["group_idx"])
     ]
     return pd.DataFrame(rows)
+
+
+EXECUTION_COLUMNS = ["created_at", "run_id", "step", "kind", "outcome", "exit_code", "latency_ms", "queue_ms",
+                     "attempts", "backend", "sandbox", "command", "error"]
+
+
+def sandbox_executions_frame(store: Store, limit: int = 200, run_id: str | None = None) -> pd.DataFrame:
+    """Recent sandbox executions (newest first) with the columns the Sandboxes page shows."""
+    rows = store.sandbox_executions(limit=limit, run_id=run_id)
+    frame = pd.DataFrame(rows, columns=["id", *EXECUTION_COLUMNS])
+    frame["command"] = frame["command"].fillna("").map(_preview)
+    return frame[EXECUTION_COLUMNS]
+
+
+def sandbox_summary(store: Store, run_id: str | None = None) -> dict:
+    """Executions by outcome and latency percentiles (ms) over the last 1000 executions."""
+    import numpy as np
+
+    rows = store.sandbox_executions(limit=1000, run_id=run_id)
+    lat = [r["latency_ms"] for r in rows if r["latency_ms"] is not None]
+    return {"by_outcome": store.sandbox_failures(run_id), "executions": len(rows),
+            "latency_p50_ms": float(np.percentile(lat, 50)) if lat else None,
+            "latency_p99_ms": float(np.percentile(lat, 99)) if lat else None}
+
+
+def turns_frame(traj: dict) -> pd.DataFrame:
+    """The turns of a multi-turn trajectory, one row each (empty for single-turn ones)."""
+    cols = ["turn", "action", "command", "exit_code", "duration_ms", "timed_out"]
+    return pd.DataFrame([{c: t.get(c) for c in cols} for t in traj.get("turns") or []], columns=cols)

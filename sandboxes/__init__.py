@@ -20,7 +20,7 @@ from sandboxes.spec import ExecResult, SandboxSpec
 BACKENDS = ("docker", "local")
 
 __all__ = ["BACKENDS", "ExecResult", "FileInfo", "Sandbox", "SandboxSpec", "backend_status", "open_sandbox",
-           "sandbox_class"]
+           "engine_containers", "sandbox_class"]
 
 
 def sandbox_class(backend: str) -> type[Sandbox]:
@@ -80,3 +80,16 @@ def backend_status() -> dict[str, dict]:
     out["local"] = {"available": bwrap is not None, "isolation": LocalSandbox.isolation, "image": True,
                     "detail": f"bubblewrap at {bwrap}" if bwrap else "bubblewrap missing: apt-get install bubblewrap"}
     return out
+
+
+def engine_containers() -> list[dict]:
+    """The labelled sandbox containers on the local Docker engine (for the page); [] when
+    there is no engine. Each: id, status, owner, created, pool labels."""
+    try:
+        from sandboxes.docker_backend import OWNER_LABEL, labelled_containers
+
+        return [{"id": c.short_id, "status": c.status, "owner": c.labels.get(OWNER_LABEL, ""),
+                 "created": c.attrs.get("Created", "")[:19], "image": (c.image.tags or ["?"])[0]}
+                for c in labelled_containers()]
+    except Exception:  # noqa: BLE001 - the page's status panel must never raise
+        return []

@@ -1,8 +1,8 @@
 """Trajectories page: filter a run's trajectories, read one, compare it with its group.
 
 UI only: data comes from `backend.views` and `Store` verbs through cached loaders. Shows
-single-turn samples (prompt, completion, reward breakdown); per-turn tool calls of
-multi-turn episodes are not drawn here yet. The table shows at most `LIMIT` rows.
+single-turn samples (prompt, completion, reward breakdown) and, for multi-turn episodes,
+each turn: the model's text, the parsed command, its exit code, timing and output. The table shows at most `LIMIT` rows.
 """
 
 from __future__ import annotations
@@ -73,10 +73,31 @@ def show_trajectory(traj: dict) -> None:
     st.code(traj["prompt"], language=None, wrap_lines=True)
     st.markdown("**Completion**")
     st.code(traj["completion"], language=None, wrap_lines=True)
+    if traj.get("turns"):
+        show_turns(traj)
     st.markdown("**Reference answer**")
     st.code(traj["answer"] or "(none)", language=None, wrap_lines=True)
     st.markdown("**Reward breakdown**")
     st.json(traj["breakdown"])
+
+
+def show_turns(traj: dict) -> None:
+    """Turn-by-turn view of a multi-turn episode."""
+    st.markdown(f"**Turns** ({len(traj['turns'])})")
+    st.dataframe(views.turns_frame(traj), hide_index=True, key="traj_turns")
+    for t in traj["turns"]:
+        status = ("timed out" if t.get("timed_out") else f"exit {t.get('exit_code')}") if t.get("command") else t["action"]
+        with st.expander(f"turn {t['turn']} · {t['action']} · {status}"):
+            st.markdown("Model")
+            st.code(t.get("text", ""), language=None, wrap_lines=True)
+            if t.get("command"):
+                st.markdown(f"Command · {t.get('duration_ms', 0):.0f} ms")
+                st.code(t["command"], language="bash", wrap_lines=True)
+                st.markdown("stdout")
+                st.code(t.get("stdout") or "(empty)", language=None, wrap_lines=True)
+                if t.get("stderr"):
+                    st.markdown("stderr")
+                    st.code(t["stderr"], language=None, wrap_lines=True)
 
 
 def show_group(traj: dict, frame: pd.DataFrame, group: list[dict]) -> None:

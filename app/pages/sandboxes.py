@@ -1,0 +1,85 @@
+"""Sandboxes page: which backends work here, the containers on the engine, recent
+executions, failures by kind and latency.
+
+UI only: backend status from `sandboxes.backend_status`, containers from
+`sandboxes.engine_containers`, executions from the store through `backend.views`. A pool
+lives inside the training process that owns it; what the page sees of it is its
+containers on the engine and the executions it recorded.
+"""
+
+from __future__ import annotations
+
+import plotly.express as px
+import streamlit as st
+
+from app.common import db_path, get_store
+from backend import views
+from sandboxes import backend_status, engine_containers
+
+ALL_RUNS = "All runs"
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def load_status() -> dict:
+    return backend_status()
+
+
+@st.cache_data(ttl=3, show_spinner=False)
+def load_containers() -> list[dict]:
+    return engine_containers()
+
+
+@st.cache_data(ttl=3, show_spinner=False)
+def load_executions(path: str, run_id: str | None):
+    store = get_store(path)
+    return views.sandbox_executions_frame(store, limit=300, run_id=run_id), views.sandbox_summary(store, run_id)
+
+
+def show_backends(status: dict) -> None:
+    cols = st.columns(len(status))
+    for col, (name, st_) in zip(cols, status.items()):
+        with col:
+            st.markdown(f"**{name}** — {'available' if st_['available'] else 'unavailable'}")
+            st.caption(st_["detail"])
+            if st_["isolation"]:
+                (st.warning if st_["isolation"].startswith("WEAKER") else st.success)(st_["isolation"])
+    if not status["docker"]["available"]:
+        st.error("Docker sandboxes are unavailable here: runs with sandboxed domains need "
+                 "`sandbox_backend: local` (weaker isolation), which is never chosen for you.")
+
+
+def render() -> None:
+    st.title("Sandboxes")
+    show_backends(load_status())
+
+    st.subheader("Containers on the engine")
+    containers = load_containers()
+    running = sum(c["status"] == "running" for c in containers)
+    st.caption(f"{len(containers)} labelled sandbox containers ({running} running). Containers of a dead owner "
+               "are removed by the garbage collector when a pool starts, or with `rlwb sandbox gc`.")
+    if containers:
+        st.dataframe(containers, hide_index=True, key="sbx_containers")
+
+    st.subheader("Recent executions")
+    path = db_path()
+    run_ids = [r["id"] for r in get_store(path).list_runs(limit=100)]
+    choice = st.selectbox("Run", [ALL_RUNS, *run_ids], key="sbx_run")
+    frame, summary = load_executions(path, None if choice == ALL_RUNS else choice)
+    if frame.empty:
+        st.info("No sandbox executions recorded yet; they appear when a run's mix has sandboxed domains "
+                "(humaneval, terminal_*), e.g. `rlwb run configs/sandbox.yaml`.")
+        return
+    cols = st.columns(4)
+    cols[0].metric("Executions (last 1000)", summary["executions"])
+    cols[1].metric("Latency p50", f"{summary['latency_p50_ms']:.0f} ms" if summary["latency_p50_ms"] else "—")
+    cols[2].metric("Latency p99", f"{summary['latency_p99_ms']:.0f} ms" if summary["latency_p99_ms"] else "—")
+    failures = {k: v for k, v in summary["by_outcome"].items() if k != "ok"}
+    cols[3].metric("Failures", sum(failures.values()))
+    by_kind = [{"outcome": k, "executions": v} for k, v in sorted(summary["by_outcome"].items())]
+    st.plotly_chart(px.bar(by_kind, x="outcome", y="executions", title="Executions by outcome "
+                           "(harness = sandbox machinery failed; never scored as reward 0)"),
+                    key="sbx_outcomes")
+    st.dataframe(frame, hide_index=True, key="sbx_executions")
+
+
+render()
