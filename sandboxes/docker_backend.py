@@ -40,6 +40,7 @@ import docker.errors
 import requests.exceptions
 
 from backend.errors import ConfigError, SandboxError, SandboxUnavailable
+from sandboxes.owners import owner_alive, owner_tag
 from sandboxes.base import MAX_FILE_BYTES, FileInfo, Sandbox, workspace_path
 from sandboxes.spec import WORKSPACE, ExecResult
 
@@ -54,11 +55,6 @@ _AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text()
 
 _client_lock = threading.Lock()
 _clients: dict[int, docker.DockerClient] = {}
-
-
-def owner_tag() -> str:
-    """This process's owner label value: ``<hostname>:<pid>``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def docker_client() -> docker.DockerClient:
@@ -112,19 +108,6 @@ def import_image(client: docker.DockerClient, tar_path, tag: str, labels: dict[s
         raise SandboxUnavailable(f"docker import of {tag} failed: {e}") from None
 
 
-def _owner_alive(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's container: not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def labelled_containers(client: docker.DockerClient | None = None) -> list:
     """Every container (running or not) with the ``rlwb.sandbox`` label."""
     client = client or docker_client()
@@ -143,7 +126,7 @@ def collect_garbage(everything: bool = False) -> int:
     client = docker_client()
     removed = 0
     for c in labelled_containers(client):
-        if everything or not _owner_alive(c.labels.get(OWNER_LABEL, "")):
+        if everything or not owner_alive(c.labels.get(OWNER_LABEL, "")):
             try:
                 c.remove(force=True)
                 removed += 1

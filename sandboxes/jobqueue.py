@@ -18,8 +18,6 @@ Not covered: several machines sharing one queue (SQLite wants one host), priorit
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sqlite3
 import time
 from dataclasses import asdict
@@ -27,24 +25,8 @@ from pathlib import Path
 
 import sqlite_utils
 
+from sandboxes.owners import owner_alive, owner_tag
 from sandboxes.pool import JobResult, SandboxJob, Scheduler
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JobQueue:
@@ -76,7 +58,7 @@ class JobQueue:
     def recover(self) -> int:
         """Return to pending every running job whose owner process is dead; returns how many."""
         dead = [r["owner"] for r in self.db.query(
-            "select distinct owner from sandbox_jobs where status = 'running'") if not _alive(r["owner"] or "")]
+            "select distinct owner from sandbox_jobs where status = 'running'") if not owner_alive(r["owner"] or "")]
         n = 0
         with self.db.conn:
             for owner in dead:
@@ -86,7 +68,7 @@ class JobQueue:
 
     def claim(self, n: int) -> list[SandboxJob]:
         """Mark up to n pending jobs as running by this process and return them."""
-        owner = _owner()
+        owner = owner_tag()
         with self.db.conn:
             self.db.execute("BEGIN IMMEDIATE")
             ids = [r["id"] for r in self.db.query(
@@ -105,7 +87,7 @@ class JobQueue:
             cur = self.db.execute(
                 "update sandbox_jobs set status = 'done', result = ?, finished_at = ? "
                 "where id = ? and status = 'running' and owner = ?",
-                [json.dumps(payload), time.time(), result.job_id, _owner()])
+                [json.dumps(payload), time.time(), result.job_id, owner_tag()])
         return cur.rowcount == 1
 
     def counts(self) -> dict[str, int]:

@@ -116,7 +116,8 @@ class LocalSandbox(Sandbox):
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
         return ExecResult(exit_code=code, stdout=out.text(), stderr=err.text(),
                           duration_ms=(time.monotonic() - t0) * 1000, timed_out=timed_out,
-                          oom_killed="MemoryError" in err.text() and code != 0, truncated_bytes=out.dropped + err.dropped)
+                          oom_killed="MemoryError" in err.text() and code != 0,  # RLIMIT_AS, not a cgroup
+                          truncated_bytes=out.dropped + err.dropped)
 
     def _kill_all(self) -> None:
         for proc in list(getattr(self, "_procs", ())):

@@ -4,7 +4,7 @@ terminal task): vLLM rollouts, rewards from Docker sandboxes, DeepSpeed updates,
 from backend.config import parse_config
 from backend.runs import run_foreground
 from backend.store import Store
-from sandboxes.docker_backend import owner_tag
+from sandboxes.owners import owner_tag
 
 STEPS = 2
 

@@ -190,7 +190,8 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
                 ep.done, ep.reward, ep.check = True, reward, info.get("check", "")
                 ep.finish = "stop" if terminated else "length"
                 continue
-            seg = observation_ids(tokenizer, opening[ep.group], obs, bool(comp.token_ids) and comp.token_ids[-1] == eos_id)
+            ended = bool(comp.token_ids) and comp.token_ids[-1] == eos_id
+            seg = observation_ids(tokenizer, opening[ep.group], obs, ended)
             if len(prompt_ids[ep.group]) + len(ep.ids) + len(seg) + 1 > max_episode_tokens:
                 _end_for_length(ep)
                 continue

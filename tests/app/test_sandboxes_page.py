@@ -1,6 +1,5 @@
 """The Sandboxes page and the turn-by-turn trajectory view, rendered with AppTest."""
 
-from streamlit.testing.v1 import AppTest
 
 from backend.store import Store
 from tests.app.test_pages import _app, _texts
