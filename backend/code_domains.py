@@ -24,7 +24,10 @@ is one function of asserts; it passes or not), pass@k (the evaluation side).
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import re
+import secrets
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -35,6 +38,39 @@ HELDOUT_EVERY = 5
 VERIFY_TIMEOUT_S = 10.0
 _LEVEL_LINES = {1: (0, 4), 2: (5, 10), 3: (11, 10_000)}
 _FENCE_RE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+# The test runner (python3 -I -c RUNNER < nonce): it reads a per-job nonce from stdin before
+# any model code runs, executes solution + tests + check() with every exception caught
+# (SystemExit included: exiting early is not passing), and only then writes the nonce. A pass
+# needs exit code 0 AND the nonce as the last line of stdout, so `sys.exit(0)`, `os._exit(0)`
+# or an atexit hook in the model's code can't fake one.
+RUNNER = """
+import os, sys, traceback
+def _run(write=os.write, exit=os._exit):
+    nonce = sys.stdin.readline().strip()
+    with open("solution.py") as f:
+        src = f.read()
+    try:
+        exec(compile(src, "solution.py", "exec"), {"__name__": "__main__"})
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        exit(1)
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    write(1, ("\\n" + nonce + "\\n").encode())
+    exit(0)
+_run()
+"""
+_NONCE_KEY = secrets.token_bytes(32)  # per process: nonces can't be predicted from job ids
+
+
+def job_nonce(job_id: str) -> str:
+    """The nonce a passing run of job `job_id` prints last (HMAC of the id, per-process key)."""
+    return hmac.new(_NONCE_KEY, job_id.encode(), hashlib.sha256).hexdigest()[:32]
+
+
 INSTRUCTION = ("Complete the following Python function. Reply with the whole function in one ```python code "
                "block, with any imports it needs.")
 
@@ -144,9 +180,11 @@ class HumanEvalDomain:
         return Task(self.name, index, question, problem["canonical_solution"], level, entry)
 
     def verification_job(self, task, completion: str) -> SandboxJob:
-        """The sandbox job that runs the completion against the problem's tests."""
-        return SandboxJob("python3 -I solution.py", files={"solution.py": build_program(task, completion)},
-                          timeout_s=VERIFY_TIMEOUT_S, kind=self.name)
+        """The sandbox job that runs the completion against the problem's tests (`RUNNER`)."""
+        job = SandboxJob(f"python3 -I -c '{RUNNER}'", files={"solution.py": build_program(task, completion)},
+                         timeout_s=VERIFY_TIMEOUT_S, kind=self.name)
+        job.stdin = job_nonce(job.id) + "\n"
+        return job
 
     def score_result(self, task, completion: str, job: JobResult) -> tuple[float, dict]:
         """Reward from the sandbox's verdict.
@@ -160,6 +198,9 @@ class HumanEvalDomain:
         if job.result is None:
             return 0.0, {"fault": "harness", "error": job.error[:300], "format": float(bool(code.strip()))}
         error = classify_failure(job.result)
+        lines = job.result.stdout.rstrip("\n").splitlines()
+        if error is None and (not lines or lines[-1] != job_nonce(job.job_id)):
+            error = "crash"  # exit 0 without the runner's nonce: the program ended before check() finished
         passed = error is None
         return float(passed), {"correct": float(passed), "format": float(bool(code.strip())), "error": error,
                                "exit_code": job.result.exit_code, "stderr": job.result.stderr[-400:],

@@ -62,6 +62,23 @@ def test_humaneval_failures_are_named(pool):
         assert reward == (1.0 if want is None else 0.0)
 
 
+@pytest.mark.parametrize("cheat", [
+    "import sys\nsys.exit(0)",
+    "import os\nos._exit(0)",
+    "raise SystemExit(0)",
+    "import atexit, os\natexit.register(lambda: os._exit(0))\nraise KeyboardInterrupt",
+    "import sys\nprint('0' * 32)\nsys.stdout.flush()\nimport os\nos._exit(0)",
+])
+def test_exiting_early_with_status_0_is_not_a_pass(pool, cheat):
+    t = _problem_task(0)
+    completion = f"```python\ndef has_close_elements(numbers, threshold):\n    return True\n{cheat}\n```"
+    sched = Scheduler(pool)
+    [res] = sched.run([HUMANEVAL.verification_job(t, completion)])
+    sched.close()
+    reward, b = HUMANEVAL.score_result(t, completion, res)
+    assert reward == 0.0 and b["error"] in ("crash", "assertion"), b
+
+
 def test_code_extraction_and_program_assembly():
     t = _problem_task(0)
     assert extract_code("```python\nx = 1\n```\ntext") == "x = 1"
