@@ -81,7 +81,8 @@ class RunConfig(BaseModel):
     sandbox_backend: Literal["docker", "local"] = Field(
         "docker", description="Where sandboxed domains (humaneval, terminal_*) run: docker, or local "
                               "(bubblewrap; weaker isolation). Never swapped silently.")
-    sandbox_pool_size: int = Field(4, ge=1, le=64, description="Warm sandboxes kept for the run.")
+    sandbox_pool_size: int = Field(
+        8, ge=1, le=64, description="Warm sandboxes kept for the run; multi-turn episodes run this many at a time.")
     sandbox_memory_mb: int = Field(512, ge=64, le=16384, description="Memory limit of each sandbox, MiB.")
     command_timeout_s: float = Field(10.0, gt=0.0, le=600.0, description="Wall-clock limit of one sandbox command, s.")
     max_turns: int = Field(4, ge=1, le=32, description="Turn budget of a multi-turn episode (terminal domains).")

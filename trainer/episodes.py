@@ -102,12 +102,12 @@ class _Episode:
 
 def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: SandboxRuntime, *, max_turns: int,
                      max_new_tokens: int, max_episode_tokens: int, temperature: float, top_p: float,
-                     command_timeout_s: float, group_offset: int = 0) -> list[Sample]:
+                     command_timeout_s: float, groups: list[int] | None = None) -> list[Sample]:
     """Play `group_size` episodes of each multi-turn task and score them in sandboxes.
 
     Args:
         tasks: multi-turn tasks (terminal domains).
-        group_offset: group index of the first task (its place in the step).
+        groups: the group index of each task (its place in the step); default 0, 1, ...
         max_new_tokens: cap per model turn (tokens). max_episode_tokens: cap on the whole
             sequence (tokens); an episode that would exceed it ends (finish "length").
 
@@ -146,7 +146,8 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
             breakdown["fault"] = ep.fault
         text = tokenizer.decode(ep.ids, skip_special_tokens=False)
         comp = Completion(ep.ids, ep.logprobs, text, ep.finish, mask=ep.mask)
-        samples.append(Sample(domain=ep.task.domain, task_seed=ep.task.seed, group=group_offset + ep.group,
+        group = groups[ep.group] if groups is not None else ep.group
+        samples.append(Sample(domain=ep.task.domain, task_seed=ep.task.seed, group=group,
                               index=ep.index, prompt=prompts[ep.group], prompt_ids=list(prompt_ids[ep.group]),
                               completion=comp, reward=ep.reward, breakdown=breakdown, answer=ep.task.answer,
                               fault=ep.fault, turns=ep.turns))

@@ -91,11 +91,10 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
     if multi:
         from trainer.episodes import rollout_episodes
 
-        for g in multi:  # one call per task keeps group indices equal to positions in `tasks`
-            samples += rollout_episodes(
-                engine, tokenizer, [tasks[g]], group_size, runtime, max_turns=cfg.max_turns,
-                max_new_tokens=max_new_tokens, max_episode_tokens=cfg.max_episode_tokens, temperature=temperature,
-                top_p=top_p, command_timeout_s=cfg.command_timeout_s, group_offset=g)
+        samples += rollout_episodes(
+            engine, tokenizer, [tasks[g] for g in multi], group_size, runtime, max_turns=cfg.max_turns,
+            max_new_tokens=max_new_tokens, max_episode_tokens=cfg.max_episode_tokens, temperature=temperature,
+            top_p=top_p, command_timeout_s=cfg.command_timeout_s, groups=multi)
     return sorted(samples, key=lambda s: (s.group, s.index))
 
 
