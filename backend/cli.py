@@ -35,6 +35,8 @@ def cmd_run(args) -> int:
     from backend.runs import run_foreground
 
     cfg = load_config(args.config)  # validated before any run row exists
+    if cfg.needs_sandbox:
+        _isolation_notice(cfg.sandbox_backend)
     store = _store(args)
     bar = tqdm(total=cfg.steps, desc=cfg.name, unit="step", dynamic_ncols=True)
 

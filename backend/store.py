@@ -110,8 +110,16 @@ def _migrate_2(db: sqlite_utils.Database) -> None:
     db["sandbox_executions"].create_index(["run_id", "step"])
 
 
+def _migrate_3(db: sqlite_utils.Database) -> None:
+    """Version 3: the latest state of each run's sandbox pool."""
+    db["sandbox_pools"].create({
+        "run_id": str, "backend": str, "isolation": str, "size": int, "idle": int, "busy": int,
+        "replaced": int, "orphans_collected": int, "status": str, "updated_at": str,
+    }, pk="run_id")
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
-MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_1, 2: _migrate_2}
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3}
 
 
 def _locked(method):
@@ -147,7 +155,7 @@ class Store:
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 2
+    SCHEMA_VERSION = 3
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -339,6 +347,19 @@ class Store:
         if out:
             with self.db.atomic():
                 self.db["sandbox_executions"].insert_all(out)
+
+    @_locked
+    def record_pool_state(self, run_id: str, state: dict, status: str = "open") -> None:
+        """Upsert the state of a run's sandbox pool (`SandboxPool.state()`), status open/closed."""
+        keep = ("backend", "isolation", "size", "idle", "busy", "replaced", "orphans_collected")
+        row = {"run_id": run_id, "status": status, "updated_at": _now(), **{k: state.get(k) for k in keep}}
+        with self.db.atomic():
+            self.db["sandbox_pools"].upsert(row, pk="run_id")
+
+    @_locked
+    def pool_states(self, limit: int = 20) -> list[dict]:
+        """The most recently updated pool states."""
+        return list(self.db["sandbox_pools"].rows_where(order_by="updated_at desc", limit=limit))
 
     @_locked
     def sandbox_executions(self, limit: int = 200, run_id: str | None = None) -> list[dict]:

@@ -210,6 +210,8 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
         engine_kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
     # sandboxes first: a missing Docker engine fails the run before the engines spend a minute starting
     with maybe_runtime(cfg) as runtime:
+        if runtime is not None:
+            store.record_pool_state(run_id, runtime.pool.state())
         engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **engine_kw)
         learner = None
         try:
@@ -232,6 +234,8 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
             engine.close()
             if learner is not None:
                 learner.close()
+            if runtime is not None:
+                store.record_pool_state(run_id, {**runtime.pool.state(), "idle": 0, "busy": 0}, status="closed")
 
 
 def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, pad_id: int,
@@ -268,6 +272,8 @@ def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, p
     store.record_trajectories(run_id, step, samples)
     store.record_metrics(run_id, step, metrics)
     store.record_sandbox_executions(executions, run_id=run_id, step=step)
+    if runtime is not None:
+        store.record_pool_state(run_id, runtime.pool.state())
     store.heartbeat(run_id, step=step)
     return metrics
 

@@ -30,6 +30,11 @@ def load_containers() -> list[dict]:
 
 
 @st.cache_data(ttl=3, show_spinner=False)
+def load_pools(path: str) -> list[dict]:
+    return get_store(path).pool_states()
+
+
+@st.cache_data(ttl=3, show_spinner=False)
 def load_executions(path: str, run_id: str | None):
     store = get_store(path)
     return views.sandbox_executions_frame(store, limit=300, run_id=run_id), views.sandbox_summary(store, run_id)
@@ -52,6 +57,15 @@ def render() -> None:
     st.title("Sandboxes")
     show_backends(load_status())
 
+    path = db_path()
+    st.subheader("Pools of runs")
+    pools = load_pools(path)
+    if pools:
+        st.caption("Each run keeps a warm pool while it runs (state as of its last step).")
+        st.dataframe(pools, hide_index=True, key="sbx_pools")
+    else:
+        st.caption("No run has opened a sandbox pool yet.")
+
     st.subheader("Containers on the engine")
     containers = load_containers()
     running = sum(c["status"] == "running" for c in containers)
@@ -61,7 +75,6 @@ def render() -> None:
         st.dataframe(containers, hide_index=True, key="sbx_containers")
 
     st.subheader("Recent executions")
-    path = db_path()
     run_ids = [r["id"] for r in get_store(path).list_runs(limit=100)]
     choice = st.selectbox("Run", [ALL_RUNS, *run_ids], key="sbx_run")
     frame, summary = load_executions(path, None if choice == ALL_RUNS else choice)

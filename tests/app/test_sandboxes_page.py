@@ -32,6 +32,8 @@ def _sandbox_db(tmp_path):
             {"kind": "terminal_count_matches", "outcome": "timeout", "exit_code": 137, "latency_ms": 10000.0,
              "backend": "docker", "command": "sleep 99"},
         ], run_id=rid, step=1)
+        store.record_pool_state(rid, {"backend": "docker", "isolation": "container", "size": 8, "idle": 8,
+                                      "busy": 0, "replaced": 1, "orphans_collected": 2})
     return path, rid
 
 
@@ -43,6 +45,8 @@ def test_sandboxes_page_shows_backends_executions_and_failures(tmp_path, monkeyp
     assert "docker" in text and "local" in text  # both backends are reported, with their isolation
     assert "Executions (last 1000) 3" in text and "Failures 2" in text
     assert len(at.get("plotly_chart")) == 1
+    [pools] = [d.value for d in at.dataframe if "orphans_collected" in d.value.columns]
+    assert list(pools["size"]) == [8] and list(pools["replaced"]) == [1]
     at.selectbox(key="sbx_run").select(rid).run()
     assert not at.exception
 
