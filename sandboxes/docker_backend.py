@@ -16,8 +16,9 @@ How the spec is enforced (by the engine, not by us):
 - ``--memory`` = ``--memory-swap`` (no swap), ``--pids-limit``, ``--cpus``; all
   capabilities dropped except the few the root agent needs (uid 1000 has none),
   ``no-new-privileges``; commands are first in line for the OOM killer.
-- network ``none`` (loopback only). An allow-list in the spec is refused by this backend
-  (it raises rather than silently opening the network).
+- network ``none`` (loopback only) by default; with an allow-list in the spec, a bridge
+  network plus iptables rules that drop everything but the listed hosts
+  (`sandboxes.egress`; needs root).
 
 Containers carry the labels ``rlwb.sandbox=1`` and ``rlwb.owner=<host>:<pid>``. When the
 owner dies the attach stream closes, the agent exits and the container stops;
@@ -123,8 +124,10 @@ def collect_garbage(everything: bool = False) -> int:
     Returns:
         The number of containers removed.
     """
+    from sandboxes import egress
+
     client = docker_client()
-    removed = 0
+    removed, live = 0, set()
     for c in labelled_containers(client):
         if everything or not owner_alive(c.labels.get(OWNER_LABEL, "")):
             try:
@@ -132,6 +135,9 @@ def collect_garbage(everything: bool = False) -> int:
                 removed += 1
             except docker.errors.NotFound:
                 pass
+        else:
+            live.add(c.id[:12])
+    egress.collect_rules(live)  # allow-list rules of containers that are gone
     return removed
 
 
@@ -190,10 +196,16 @@ class DockerSandbox(Sandbox):
 
     def _start(self) -> None:
         spec = self.spec
-        if spec.network != "none":
-            raise SandboxUnavailable("network allow-lists are not supported by the Docker backend yet; "
-                                     "use network='none'")
         client = docker_client()
+        net: dict = {"network_mode": "none"}
+        self._allowed: list[str] | None = None
+        if spec.network != "none":  # an allow-list: bridge network + iptables rules (sandboxes.egress)
+            from sandboxes import egress
+
+            resolved = egress.resolve(spec.network)
+            self._allowed = sorted({ip for ips in resolved.values() for ip in ips})
+            net = {"network": egress.ensure_network(client),
+                   "extra_hosts": {h: ips[0] for h, ips in resolved.items() if h not in ips}}
         if find_image(client, spec.image) is None:
             raise SandboxUnavailable(f"image {spec.image} not found; build it with `rlwb sandbox build-image`")
         labels = {LABEL: "1", OWNER_LABEL: owner_tag(), **self.labels}
@@ -201,7 +213,7 @@ class DockerSandbox(Sandbox):
         try:
             self._container = client.containers.create(
                 spec.image, ["python3", "-I", "-u", "-c", _AGENT_SOURCE], init=True, labels=labels,
-                stdin_open=True, network_mode="none", read_only=True, user="0:0", working_dir=WORKSPACE,
+                stdin_open=True, **net, read_only=True, user="0:0", working_dir=WORKSPACE,
                 tmpfs={WORKSPACE: f"size={spec.workspace_mb}m,uid=1000,gid=1000,mode=0755",
                        "/tmp": "size=64m,mode=1777", "/rlwb": "size=64m,mode=0700"},
                 mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m",
@@ -213,15 +225,32 @@ class DockerSandbox(Sandbox):
             sock = client.api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             self._channel = AgentChannel(sock)
             self._container.start()
+            if self._allowed is not None:
+                self._apply_allow_list()
             hello = self._channel.receive(time.monotonic() + _START_TIMEOUT_S)
         except (*_ENGINE_ERRORS, TimeoutError, EOFError, ValueError) as e:
             self._close()
             raise SandboxError(f"docker could not start a sandbox from {spec.image}: {e}") from None
+        except SandboxUnavailable:
+            self._close()
+            raise
         if not hello.get("ready"):
             self._close()
             raise SandboxError(f"sandbox agent did not start: {hello}")
 
+    def _apply_allow_list(self) -> None:
+        """iptables rules for this container's address, before any command can run."""
+        from sandboxes import egress
+
+        self._container.reload()
+        address = self._container.attrs["NetworkSettings"]["Networks"][egress.NETWORK]["IPAddress"]
+        egress.apply_rules(self.id, address, self._allowed)
+
     def _close(self) -> None:
+        if getattr(self, "_allowed", None) is not None and self.id:
+            from sandboxes import egress
+
+            egress.remove_rules(self.id)
         channel, self._channel = getattr(self, "_channel", None), None
         if channel is not None:
             channel.close()
