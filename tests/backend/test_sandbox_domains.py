@@ -139,6 +139,16 @@ def test_terminal_turn_budget_truncates_and_invalid_turns_are_observed(pool):
             env.step("DONE")
 
 
+def test_terminal_env_passes_gymnasiums_env_checker(pool):
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    with pool.lease() as sb, warnings.catch_warnings():
+        warnings.simplefilter("error")  # a checker warning fails the test
+        check_env(TerminalEnv(sb, max_turns=2), skip_render_check=True)
+
+
 @pytest.mark.parametrize("text,kind,cmd", [
     ("```bash\nls -la\n```", "command", "ls -la"),
     ("Let me look.\n```sh\ncat a.txt\n```\n```bash\nrm x\n```", "command", "cat a.txt"),
