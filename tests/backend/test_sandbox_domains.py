@@ -3,7 +3,7 @@ scores 1, an empty answer scores 0, failures are classified, episodes follow Gym
 
 import pytest
 
-from backend.code_domains import HUMANEVAL, build_program, extract_code, problems
+from backend.code_domains import HUMANEVAL, build_solution, extract_code, problems
 from backend.domains import get_domain, heldout_seeds
 from backend.terminal_env import TERMINAL_DOMAINS, TerminalEnv, parse_action, terminal_task
 from backend.terminal_tasks import template_names
@@ -68,6 +68,18 @@ def test_humaneval_failures_are_named(pool):
     "raise SystemExit(0)",
     "import atexit, os\natexit.register(lambda: os._exit(0))\nraise KeyboardInterrupt",
     "import sys\nprint('0' * 32)\nsys.stdout.flush()\nimport os\nos._exit(0)",
+    # read the judge's stdin (nonce and tests) again, print the nonce, exit 0
+    "import os\nos.lseek(0, 0, 0)\nn = os.read(0, 1 << 20)\nos.write(1, n)\nos._exit(0)",
+    # walk the caller's frames for a nonce
+    "import sys, os\nf = sys._getframe()\nwhile f is not None and 'nonce' not in f.f_locals:\n    f = f.f_back\n"
+    "os.write(1, ('\\n' + str(f and f.f_locals['nonce']) + '\\n').encode())\nos._exit(0)",
+    # read the judge's memory through /proc (it is non-dumpable) or its stdin fd
+    "import os\nppid = os.getppid()\nfor p in (f'/proc/{ppid}/fd/0', f'/proc/{ppid}/mem', '/rlwb/stdin'):\n"
+    "    try:\n        print(open(p, 'rb').read(100))\n    except OSError as e:\n        print('denied', p)\n",
+    # an object that equals everything
+    "class _A:\n    def __eq__(s, o): return True\n    def __ne__(s, o): return False\n"
+    "    def __bool__(s): return True\n    def __lt__(s, o): return True\n"
+    "def has_close_elements(*a, **k):\n    return _A()",
 ])
 def test_exiting_early_with_status_0_is_not_a_pass(pool, cheat):
     t = _problem_task(0)
@@ -84,8 +96,8 @@ def test_code_extraction_and_program_assembly():
     assert extract_code("```python\nx = 1\n```\ntext") == "x = 1"
     assert extract_code("    return 1\n") == "    return 1"
     assert extract_code(None) == ""
-    prog = build_program(t, "    return False\n")  # a body continues the prompt
-    assert prog.startswith(t.entry["prompt"] + "    return False") and prog.rstrip().endswith("check(has_close_elements)")
+    prog = build_solution(t, "    return False\n")  # a body continues the prompt
+    assert prog == t.entry["prompt"] + "    return False\n" and "check(" not in prog  # tests stay with the judge
 
 
 def test_humaneval_train_and_heldout_problems_are_disjoint():
