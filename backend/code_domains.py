@@ -36,12 +36,13 @@ from importlib import metadata
 from pathlib import Path
 
 from backend.errors import ConfigError
+from backend.fences import first_block
 from sandboxes.pool import JobResult, SandboxJob
 
 HELDOUT_EVERY = 5
 VERIFY_TIMEOUT_S = 10.0
 _LEVEL_LINES = {1: (0, 4), 2: (5, 10), 3: (11, 10_000)}
-_FENCE_RE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+PYTHON_TAGS = {"python", "py", "python3", ""}
 # The judge/solver pair that runs the tests in the sandbox (backend/humaneval_runner.py):
 # the model's code runs in a separate process from the asserts and the nonce.
 RUNNER_SOURCE = (Path(__file__).with_name("humaneval_runner.py")).read_text()
@@ -84,11 +85,11 @@ def _split(level: int, heldout: bool) -> tuple[int, ...]:
 
 
 def extract_code(completion: str) -> str:
-    """The code in a reply: the first fenced block (```python ... ```), else the whole text."""
+    """The code in a reply: the first ```python (or py, untagged) block, else the whole text."""
     if not isinstance(completion, str):
         return ""
-    m = _FENCE_RE.search(completion)
-    return (m.group(1) if m else completion).strip("\n")
+    block = first_block(completion, PYTHON_TAGS)
+    return (block if block is not None else completion).strip("\n")
 
 
 def build_solution(task, completion: str) -> str:

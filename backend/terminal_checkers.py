@@ -28,7 +28,15 @@ their environment (e.g. shadows python3 or git on PATH).
 from __future__ import annotations
 
 PREAMBLE = '''\
-import hashlib, json, os, subprocess, sys
+import ctypes, hashlib, json, os, subprocess, sys
+
+# The model's code runs in child processes of this checker (the fixed module, git): they
+# must not read this script (stdin) or this process (ptrace, /proc/<pid>/mem, environ).
+try:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+except (OSError, AttributeError):
+    pass
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
 def done(ok, reason):
     print(("PASS: " if ok else "FAIL: ") + " ".join(str(reason).split())[:300])
@@ -133,7 +141,8 @@ import tempfile
 
 def python(*args):  # a fresh bytecode cache: a stale src/__pycache__ must not hide the fix
     env = dict(os.environ, PYTHONPYCACHEPREFIX=tempfile.mkdtemp(), PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, env=env,
+                          stdin=subprocess.DEVNULL)
 
 def check():
     if not os.path.isfile(TEST):
@@ -155,14 +164,30 @@ def check():
 '''
 
 GIT_BODY = '''
+# Settings that would let the repository run commands or hide changes are overridden, and
+# the repository's own config may only hold plain core and user settings.
+SAFE = ["-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+        "-c", "core.untrackedCache=false", "-c", "status.showUntrackedFiles=all", "-c", "core.pager=cat"]
+ALLOWED_CONFIG = {"core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
+                  "core.ignorecase", "core.precomposeunicode", "user.name", "user.email"}
+GIT_ENV = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0")
+
 def git(*args):
-    cmd = ["git", "-c", "safe.directory=*", "-C", REPO, *args]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    cmd = ["git", *SAFE, "-C", REPO, *args]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=GIT_ENV, stdin=subprocess.DEVNULL)
     return run.returncode, run.stdout
+
+def config_keys():
+    run = subprocess.run(["git", "config", "--file", os.path.join(REPO, ".git", "config"), "--list", "--name-only"],
+                         capture_output=True, text=True, timeout=30, env=GIT_ENV, stdin=subprocess.DEVNULL)
+    return run.stdout.split()
 
 def check():
     if not os.path.isdir(os.path.join(REPO, ".git")):
         done(False, f"{REPO} is not a git repository (no {REPO}/.git)")
+    extra = sorted(set(config_keys()) - ALLOWED_CONFIG)
+    if extra:
+        done(False, f"{REPO}/.git/config sets {extra[:3]}; only core and user settings are allowed")
     code, out = git("log", "--format=%s")
     if code != 0:
         done(False, f"{REPO} has no commits")

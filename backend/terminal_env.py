@@ -6,9 +6,9 @@
     obs, reward, terminated, truncated, info = env.step("DONE")   # reward from the task's checker
 
 Command format (what the model is told, and the only thing parsed): each turn holds one
-shell command in a fenced block, ```` ```bash ... ``` ```` (``sh`` or no language tag work
-too; only the first block counts). A turn without a block that says ``DONE`` ends the
-episode; any other turn without a block is an invalid action: the observation says so and
+shell command in a fenced block, ```` ```bash ... ``` ```` (``sh``, ``shell``, ``console`` or
+no language tag work too; only the first such block counts). A turn without one whose last
+line ends with the word ``DONE`` ends the episode; any other turn without a block is an invalid action: the observation says so and
 the turn is spent. The observation of a command is its exit code and output, cut to
 `observation_chars`. The episode ends at DONE, after `max_turns` turns (truncated), or when
 the sandbox's per-episode budget is spent; the reward is then 1.0 if the task's checker
@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import gymnasium as gym
 from gymnasium import spaces
 
-from backend.errors import ConfigError, SandboxTimeout
+from backend.errors import ConfigError, SandboxError, SandboxTimeout
+from backend.fences import first_block
 from backend.terminal_tasks import TerminalTask, make_terminal_task, template_names
 
 SYSTEM_PROMPT = (
@@ -38,8 +39,8 @@ SYSTEM_PROMPT = (
     "reply with DONE.")
 MAX_ACTION_CHARS = 20_000
 CHECK_TIMEOUT_S = 20.0
-_BLOCK_RE = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
-_DONE_RE = re.compile(r"\bDONE\b")
+SHELL_TAGS = {"bash", "sh", "shell", "console", ""}
+_DONE_RE = re.compile(r"(?:^|[\s*_`])DONE$")
 
 
 @functools.cache
@@ -55,22 +56,24 @@ def parse_action(text: str) -> tuple[str, str]:
     """Parse one model turn.
 
     Returns:
-        ("command", cmd) for the first fenced block with a non-empty command,
-        ("done", "") for a turn without a block that says DONE, else ("invalid", reason).
+        ("command", cmd) for the first ```bash (or sh, shell, console, untagged) block
+        (`backend.fences`), ("done", "") for a turn without one whose last line ends with
+        the word DONE ("DONE", "All set. DONE."), else ("invalid", reason).
     """
     if not isinstance(text, str):
         return "invalid", "the reply is not text"
     if len(text) > MAX_ACTION_CHARS:
         return "invalid", f"the reply is over {MAX_ACTION_CHARS} characters"
-    m = _BLOCK_RE.search(text)
-    if m:
-        cmd = m.group(1).strip()
+    cmd = first_block(text, SHELL_TAGS)
+    if cmd is not None:
+        cmd = cmd.strip()
         if cmd and "\x00" not in cmd:
             return "command", cmd
         return "invalid", "the ```bash block is empty"
-    if _DONE_RE.search(text):
+    last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
+    if _DONE_RE.search(last.strip().rstrip(".!*`_ ")):
         return "done", ""
-    return "invalid", "no ```bash block and no DONE"
+    return "invalid", "no ```bash block, and the last line does not end with DONE"
 
 
 def format_observation(result, limit: int) -> str:
@@ -150,7 +153,7 @@ class TerminalEnv(gym.Env):
         obs = ""
         if kind == "command":
             try:
-                r = self.sandbox.exec(payload, timeout_s=self.command_timeout_s)
+                r = self._exec(payload, timeout_s=self.command_timeout_s)
             except SandboxTimeout:
                 terminated = True
                 obs = "[episode time budget spent]"
@@ -170,9 +173,20 @@ class TerminalEnv(gym.Env):
             reward, info["check"] = self.check()
         return obs, reward, terminated, truncated, info
 
+    def _exec(self, cmd: str, **kw):
+        """sandbox.exec; a harness fault ends the episode for good (no later step may be scored)."""
+        try:
+            return self.sandbox.exec(cmd, **kw)
+        except SandboxTimeout:
+            raise
+        except SandboxError:
+            self._over = True
+            raise
+
     def check(self) -> tuple[float, str]:
         """Run the task's checker in the sandbox: (1.0 or 0.0, its one-line verdict)."""
-        r = self.sandbox.exec("python3 -I -", timeout_s=CHECK_TIMEOUT_S, stdin=self.task.checker)
+        # budget=False: the checker runs even when the episode's time is spent
+        r = self._exec("python3 -I -", timeout_s=CHECK_TIMEOUT_S, stdin=self.task.checker, budget=False)
         verdict = (r.stdout.strip().splitlines() or [r.stderr.strip()[-200:] or f"exit {r.exit_code}"])[-1]
         return (1.0 if r.ok else 0.0), verdict
 

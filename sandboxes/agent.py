@@ -15,7 +15,9 @@ container stops; the host's garbage collector removes it.
 
 Requests: {"op": "run", "cmd", "timeout", "limit", "stdin" (b64), "fresh", "files"},
 {"op": "write", "path", "data" (b64), "mode"}, {"op": "read", "path", "limit"},
-{"op": "list", "path"}, {"op": "save"}, {"op": "restore", "data" (b64)}, {"op": "kill"}.
+{"op": "list", "path"}, {"op": "save", "limit"}, {"op": "restore", "data" (b64)},
+{"op": "reset", "data" (b64 or null)}, {"op": "kill"}. Errors the request caused (a bad
+path, not a regular file) come back with "user": true.
 Replies carry "ok": true plus the op's fields, or "ok": false and "error".
 
 Not covered: being a security boundary on its own (the container is); anything outside
@@ -23,15 +25,13 @@ Not covered: being a security boundary on its own (the container is); anything o
 """
 
 import base64
-import io
 import json
 import os
 import selectors
-import shutil
 import signal
+import stat
 import subprocess
 import sys
-import tarfile
 import time
 
 WS = "/workspace"
@@ -83,13 +83,28 @@ def inside(path):
     return real
 
 
-def wipe():
-    for name in os.listdir(WS):
-        full = os.path.join(WS, name)
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full, ignore_errors=True)
-        else:
-            os.unlink(full)
+def wipe(path=WS):
+    """Empty a directory; rm(1) handles trees of any depth (shutil.rmtree recurses in Python)."""
+    names = os.listdir(path)
+    if names:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", *(os.path.join(path, n) for n in names)],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def clean_slate():
+    """Kill every process, then empty /tmp and /dev/shm and remove SysV IPC objects, so
+    nothing of one task (files, shared memory, the memory they hold) reaches the next."""
+    kill_all()
+    for path in ("/tmp", "/dev/shm"):
+        if os.path.isdir(path):
+            wipe(path)
+    # as uid 1000, their owner: the agent's root has no CAP_SYS_ADMIN to remove them
+    subprocess.run(["ipcrm", "--all"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, preexec_fn=_as_sandbox_user)
+
+
+class UserError(Exception):
+    """A request the caller got wrong (bad path, not a regular file): not a harness fault."""
 
 
 def write(path, data, mode=0o644):
@@ -98,11 +113,15 @@ def write(path, data, mode=0o644):
     for d in _dirs_between(WS, parent):
         os.chown(d, UID, UID)
     inside(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    # O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging the agent
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, mode & 0o777)
     with os.fdopen(fd, "wb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserError(f"{path} is not a regular file")
+        f.truncate(0)
         f.write(data)
     os.chown(path, UID, UID)
-    os.chmod(path, mode)
+    os.chmod(path, mode & 0o777)
 
 
 def _dirs_between(top, path):
@@ -111,6 +130,12 @@ def _dirs_between(top, path):
         out.append(path)
         path = os.path.dirname(path)
     return out
+
+
+def _as_sandbox_user():
+    os.setgroups([])
+    os.setgid(UID)
+    os.setuid(UID)
 
 
 def demote():
@@ -150,7 +175,7 @@ def run(req):
     t0 = time.monotonic()
     before = oom_kills()
     if req.get("fresh"):
-        kill_all()
+        clean_slate()
         wipe()
         for path, text in req.get("files", {}).items():
             write(path, text.encode())
@@ -180,6 +205,11 @@ def run(req):
                 key.data.feed(chunk)
             elif chunk is not None:
                 sel.unregister(key.fileobj)
+    if not timed_out:  # output closed or drained; the command itself may still be running
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
     if timed_out:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -197,31 +227,40 @@ def run(req):
             "truncated_bytes": caps["stdout"].dropped + caps["stderr"].dropped}
 
 
-def save():
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(WS, arcname=".")
-    return {"data": base64.b64encode(buf.getvalue()).decode()}
+def save(limit):
+    """The workspace as a tar archive (GNU tar: any depth, sparse files stay small)."""
+    proc = subprocess.Popen(["tar", "-C", WS, "--sparse", "--numeric-owner", "-cf", "-", "."],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    data = proc.stdout.read(limit + 1)
+    if len(data) > limit:
+        proc.kill()
+        proc.wait()
+        raise UserError(f"the workspace archive is over {limit} bytes; it can't be snapshotted")
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        raise UserError(f"snapshot failed: {err.decode(errors='replace')[-300:]}")
+    return {"data": base64.b64encode(data).decode()}
 
 
 def restore(data):
+    """Empty the workspace and unpack an archive made by `save` (owners kept)."""
     wipe()
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(data))) as tar:
-        # python3.11.2 in the image has no extraction filters: keep plain members inside WS
-        members = [m for m in tar.getmembers() if (m.isfile() or m.isdir() or m.issym())
-                   and not m.name.startswith("/") and ".." not in m.name.split("/")]
-        tar.extractall(WS, members=members)
-    for root, dirs, files in os.walk(WS):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), UID, UID)
+    proc = subprocess.run(["tar", "-C", WS, "--numeric-owner", "-xpf", "-"], input=base64.b64decode(data),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if proc.returncode != 0:
+        raise UserError(f"rollback failed: {proc.stderr.decode(errors='replace')[-300:]}")
     return {}
 
 
 def read(path, limit):
-    with open(inside(path), "rb") as f:
+    # O_NONBLOCK + a regular-file check: a FIFO or device can't hang or flood the agent
+    fd = os.open(inside(path), os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserError(f"{path} is not a regular file")
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"{path} is over {limit} bytes")
+        raise UserError(f"{path} is over {limit} bytes")
     return {"data": base64.b64encode(data).decode()}
 
 
@@ -247,9 +286,12 @@ def handle(req):
     if op == "list":
         return listing(req["path"])
     if op == "save":
-        return save()
+        return save(req["limit"])
     if op == "restore":
         return restore(req["data"])
+    if op == "reset":  # a new episode: clean slate, then the base workspace (empty if none)
+        clean_slate()
+        return restore(req["data"]) if req.get("data") else (wipe() or {})
     if op == "kill":
         kill_all()
         return {}
@@ -262,8 +304,15 @@ def main():
     out.write(json.dumps({"ok": True, "ready": True, "pid": os.getpid()}).encode() + b"\n")
     out.flush()
     for line in sys.stdin.buffer:
+        req = {}
         try:
-            reply = {"ok": True, **handle(json.loads(line))}
+            req = json.loads(line)
+            reply = {"ok": True, **handle(req)}
+        except UserError as e:
+            reply = {"ok": False, "user": True, "error": str(e)}
+        except (OSError, ValueError) as e:  # a file operation's bad path or file: the request's fault
+            reply = {"ok": False, "user": req.get("op") not in ("run", "reset", "kill"),
+                     "error": f"{e.__class__.__name__}: {e}"}
         except Exception as e:  # every failure becomes a reply; the agent keeps serving
             reply = {"ok": False, "error": f"{e.__class__.__name__}: {e}"}
         out.write(json.dumps(reply).encode() + b"\n")

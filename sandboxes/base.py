@@ -29,6 +29,30 @@ from backend.errors import ConfigError, SandboxError, SandboxTimeout
 from sandboxes.spec import WORKSPACE, ExecResult, SandboxSpec
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # read_file / write_file cap
+MAX_COMMAND_BYTES = 100_000  # the kernel refuses longer single arguments (MAX_ARG_STRLEN 128 KiB)
+MAX_STDIN_BYTES = 16 * 1024 * 1024
+MAX_TIMEOUT_S = 86_400.0
+
+
+def check_command(cmd) -> str:
+    """A shell command as given, or ConfigError naming what is wrong with it."""
+    if not isinstance(cmd, str) or "\x00" in cmd:
+        raise ConfigError("sandbox command must be a string without NUL bytes")
+    try:
+        size = len(cmd.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ConfigError("sandbox command is not valid Unicode (lone surrogates); pass UTF-8 text") from None
+    if size > MAX_COMMAND_BYTES:
+        raise ConfigError(f"sandbox command is {size} bytes, over {MAX_COMMAND_BYTES}; put long input in a "
+                          "file (write_file) or on stdin")
+    return cmd
+
+
+def check_timeout(value) -> float:
+    """A timeout in seconds: a finite number in (0, MAX_TIMEOUT_S], else ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TIMEOUT_S:
+        raise ConfigError(f"timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -86,6 +110,8 @@ class Sandbox(ABC):
             SandboxUnavailable: the backend can't run here (message says why).
             SandboxError: the backend failed to create it.
         """
+        if self.id is not None:
+            raise ConfigError(f"sandbox {self.id[:12]} is already started; close it first")
         if spec is not None:
             self.spec = spec
         self._start()
@@ -121,7 +147,8 @@ class Sandbox(ABC):
         """Seconds left of the per-episode budget (may be negative)."""
         return self.spec.episode_timeout_s - (time.monotonic() - self._episode_start)
 
-    def exec(self, cmd: str, timeout_s: float | None = None, stdin: str | bytes | None = None) -> ExecResult:
+    def exec(self, cmd: str, timeout_s: float | None = None, stdin: str | bytes | None = None,
+             budget: bool = True) -> ExecResult:
         """Run a shell command (``bash -c``) in the workspace as the unprivileged user.
 
         Args:
@@ -130,6 +157,8 @@ class Sandbox(ABC):
                 by what is left of the episode budget. At the limit the command's whole
                 process group is killed with SIGKILL (trapping SIGTERM does not help).
             stdin: bytes (or UTF-8 text) fed to the command's standard input.
+            budget: count against (and stop at) the per-episode budget; False for the
+                harness's own commands after an episode (a checker must run even then).
 
         Returns:
             The `ExecResult`; a program's failure (non-zero exit, timeout, OOM) is a
@@ -138,18 +167,17 @@ class Sandbox(ABC):
         Raises:
             SandboxTimeout: the episode budget is already spent.
             SandboxError: the harness failed (engine error, sandbox gone).
-            ConfigError: cmd is not a string or has NUL bytes.
+            ConfigError: cmd is not a string, has NUL bytes or is over MAX_COMMAND_BYTES;
+                the timeout is not a finite positive number; stdin is too large.
         """
-        if not isinstance(cmd, str) or "\x00" in cmd:
-            raise ConfigError("sandbox command must be a string without NUL bytes")
-        left = self.episode_time_left()
-        if left <= 0:
-            raise SandboxTimeout(f"episode budget of {self.spec.episode_timeout_s:g} s is spent; reset the sandbox")
-        timeout = min(timeout_s if timeout_s is not None else self.spec.command_timeout_s, left)
-        if timeout <= 0:
-            raise ConfigError(f"timeout_s must be > 0, got {timeout_s!r}")
-        data = stdin.encode() if isinstance(stdin, str) else stdin
-        return self._exec(cmd, timeout, data)
+        check_command(cmd)
+        timeout = check_timeout(timeout_s if timeout_s is not None else self.spec.command_timeout_s)
+        if budget:
+            left = self.episode_time_left()
+            if left <= 0:
+                raise SandboxTimeout(f"episode budget of {self.spec.episode_timeout_s:g} s is spent; reset the sandbox")
+            timeout = min(timeout, left)
+        return self._exec(cmd, timeout, stdin_bytes(stdin))
 
     def run_fresh(self, cmd: str, files: dict[str, str] | None = None, timeout_s: float | None = None,
                   stdin: str | bytes | None = None) -> ExecResult:
@@ -163,8 +191,9 @@ class Sandbox(ABC):
         Raises:
             SandboxError, ConfigError: as for `exec` and `write_file`.
         """
+        files = check_files(files)
         self.reset()
-        for path, text in (files or {}).items():
+        for path, text in files.items():
             self.write_file(path, text)
         try:
             return self.exec(cmd, timeout_s=timeout_s, stdin=stdin)
@@ -247,6 +276,33 @@ class Sandbox(ABC):
     @abstractmethod
     def _restore_workspace(self, archive: bytes) -> None:
         """Empty the workspace and unpack `archive` into it."""
+
+
+def check_files(files) -> dict[str, str]:
+    """Job files: workspace-relative path -> text; ConfigError on anything else."""
+    if files is None:
+        return {}
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ConfigError("files must map workspace paths (str) to text contents (str)")
+    for path in files:
+        workspace_path(path)
+    return files
+
+
+def stdin_bytes(stdin) -> bytes | None:
+    """stdin as bytes (None stays None); ConfigError for other types, bad Unicode or over MAX_STDIN_BYTES."""
+    if stdin is None:
+        return None
+    if isinstance(stdin, str):
+        try:
+            stdin = stdin.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError("stdin is not valid Unicode (lone surrogates); pass bytes or UTF-8 text") from None
+    if not isinstance(stdin, (bytes, bytearray)):
+        raise ConfigError(f"stdin must be text or bytes, got {type(stdin).__name__}")
+    if len(stdin) > MAX_STDIN_BYTES:
+        raise ConfigError(f"stdin of {len(stdin)} bytes is over the {MAX_STDIN_BYTES}-byte limit; use a file")
+    return bytes(stdin)
 
 
 def require(condition: bool, message: str) -> None:

@@ -42,7 +42,8 @@ import requests.exceptions
 
 from backend.errors import ConfigError, SandboxError, SandboxUnavailable
 from sandboxes.owners import owner_alive, owner_tag
-from sandboxes.base import MAX_FILE_BYTES, FileInfo, Sandbox, workspace_path
+from sandboxes.base import (MAX_FILE_BYTES, FileInfo, Sandbox, stdin_bytes, check_command, check_files,
+                            check_timeout, workspace_path)
 from sandboxes.spec import WORKSPACE, ExecResult
 
 LABEL = "rlwb.sandbox"
@@ -266,15 +267,23 @@ class DockerSandbox(Sandbox):
     def _call(self, request: dict, timeout_s: float = 60.0) -> dict:
         """One request/reply with the agent. Harness failures raise SandboxError."""
         if getattr(self, "_channel", None) is None:
-            raise SandboxError("sandbox is not started (or already closed)")
+            raise SandboxError("sandbox is not started, closed, or broken")
         with self._lock:
             try:
                 self._channel.send(request)
                 reply = self._channel.receive(time.monotonic() + timeout_s + _AGENT_GRACE_S)
-            except (OSError, TimeoutError, EOFError, ValueError) as e:
-                tail = bytes(self._channel.stderr[-500:]).decode(errors="replace")
-                raise SandboxError(f"sandbox {self.id[:12]} stopped answering ({e}); agent stderr: {tail!r}") from None
+            except BaseException as e:
+                # a reply may still be on its way: never reuse this stream (replies would shift)
+                channel, self._channel = self._channel, None
+                channel.close()
+                if not isinstance(e, (OSError, TimeoutError, EOFError, ValueError)):
+                    raise
+                tail = bytes(channel.stderr[-500:]).decode(errors="replace")
+                raise SandboxError(f"sandbox {self.id[:12]} stopped answering ({e}); agent stderr: {tail!r}; "
+                                   "it is broken and must be replaced") from None
         if not reply.get("ok"):
+            if reply.get("user"):  # the request's fault (bad path, not a regular file, ...)
+                raise ConfigError(f"sandbox: {reply.get('error')}")
             raise SandboxError(f"sandbox {self.id[:12]}: {reply.get('error')}")
         return reply
 
@@ -288,18 +297,15 @@ class DockerSandbox(Sandbox):
         the generic path when the base workspace (at `start`) was not empty."""
         if self._snapshots.get(self._base_snapshot) != self._empty_archive:
             return super().run_fresh(cmd, files, timeout_s, stdin)
-        timeout = timeout_s if timeout_s is not None else self.spec.command_timeout_s
+        timeout = check_timeout(timeout_s if timeout_s is not None else self.spec.command_timeout_s)
         self._episode_start = time.monotonic()
-        data = stdin.encode() if isinstance(stdin, str) else stdin or b""
-        files = {workspace_path(p): t for p, t in (files or {}).items()}
+        data = stdin_bytes(stdin) or b""
+        files = {workspace_path(p): t for p, t in check_files(files).items()}
         return self._run({"op": "run", "cmd": cmd, "timeout": timeout, "stdin": _b64(data), "fresh": True,
                           "files": files}, timeout)
 
     def _run(self, request: dict, timeout_s: float) -> ExecResult:
-        if not isinstance(request["cmd"], str) or "\x00" in request["cmd"]:
-            raise ConfigError("sandbox command must be a string without NUL bytes")
-        if not timeout_s > 0:
-            raise ConfigError(f"timeout_s must be > 0, got {timeout_s!r}")
+        check_command(request["cmd"])
         r = self._call({**request, "limit": self.spec.output_limit_bytes}, timeout_s)
         return ExecResult(exit_code=r["exit_code"], stdout=_text(r["stdout"]), stderr=_text(r["stderr"]),
                           duration_ms=r["duration_ms"], timed_out=r["timed_out"], oom_killed=r["oom_killed"],
@@ -317,8 +323,18 @@ class DockerSandbox(Sandbox):
     def _list(self, path: str) -> list[FileInfo]:
         return [FileInfo(n, k, int(s)) for n, k, s in self._call({"op": "list", "path": path})["entries"]]
 
+    def reset(self) -> None:
+        """`Sandbox.reset` in one round trip: every process killed, /tmp, /dev/shm and SysV
+        IPC emptied, the base workspace restored."""
+        base = self._snapshots[self._base_snapshot]
+        self._call({"op": "reset", "data": None if base == self._empty_archive else _b64(base)})
+        for sid in [s for s in self._snapshots if s != self._base_snapshot]:
+            del self._snapshots[sid]
+        self._episode_start = time.monotonic()
+
     def _save_workspace(self) -> bytes:
-        archive = base64.b64decode(self._call({"op": "save"})["data"])
+        limit = (self.spec.workspace_mb + 16) * 1024 * 1024
+        archive = base64.b64decode(self._call({"op": "save", "limit": limit})["data"])
         if self._base_snapshot is None:  # the snapshot `start` takes
             self._empty_archive = archive if _is_empty_tar(archive) else None
         return archive

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backend.errors import ConfigError, SandboxError, SandboxTimeout
+from backend.errors import ConfigError, SandboxError, SandboxTimeout, WorkbenchError
 from sandboxes import sandbox_class
 from sandboxes.base import Sandbox
 from sandboxes.spec import ExecResult, SandboxSpec
@@ -73,7 +73,8 @@ class JobResult:
         job_id: the job's id.
         kind: the job's kind.
         result: the command's `ExecResult`, or None after a harness fault.
-        fault: None, or "harness" when the sandbox machinery failed on every attempt.
+        fault: None; "harness" when the sandbox machinery failed on every attempt; "invalid"
+            when the job itself is malformed (a path outside the workspace, a bad timeout).
         error: the last harness error message ("" if none).
         attempts: how many times the job ran (1 + retries).
         queue_ms: time from submission to start, milliseconds.
@@ -93,8 +94,8 @@ class JobResult:
 
     @property
     def outcome(self) -> str:
-        """ok, error, timeout, oom (from the ExecResult) or harness."""
-        return "harness" if self.result is None else self.result.outcome
+        """ok, error, timeout, oom (from the ExecResult), harness or invalid."""
+        return self.fault if self.result is None else self.result.outcome
 
 
 class SandboxPool:
@@ -316,7 +317,8 @@ class Scheduler:
     def _run(self, job: SandboxJob, submitted: float) -> JobResult:
         start = time.monotonic()
         attempts, error, result, sandbox_id = 0, "", None, ""
-        while attempts <= self.max_retries and result is None:
+        fault = None
+        while attempts <= self.max_retries and result is None and fault is None:
             attempts += 1
             try:
                 with self.pool.lease(clean=False) as sb:
@@ -324,8 +326,12 @@ class Scheduler:
                     result = run_job(sb, job)
             except SandboxError as e:
                 error = str(e)
+            except WorkbenchError as e:  # the job itself is malformed (bad path, timeout): no retry
+                fault, error = "invalid", str(e)
         done = time.monotonic()
-        out = JobResult(job.id, job.kind, result, None if result is not None else "harness", error, attempts,
+        if result is None and fault is None:
+            fault = "harness"
+        out = JobResult(job.id, job.kind, result, fault, error, attempts,
                         (start - submitted) * 1000, (done - start) * 1000, sandbox_id[:12])
         self._account(out)
         return out
@@ -359,7 +365,7 @@ class Scheduler:
             lat = sorted(self._latencies)
             out = {"queue_depth": float(self._pending), "jobs": float(len(lat)), "retries": float(self._retries),
                    "latency_p50_ms": _percentile(lat, 50), "latency_p99_ms": _percentile(lat, 99)}
-            for kind in ("error", "timeout", "oom", "harness"):
+            for kind in ("error", "timeout", "oom", "harness", "invalid"):
                 out[f"failures/{kind}"] = float(self._outcomes[kind])
             if reset:
                 self._latencies, self._outcomes, self._retries = [], Counter(), 0

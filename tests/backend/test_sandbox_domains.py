@@ -96,6 +96,7 @@ def test_code_extraction_and_program_assembly():
     assert extract_code("```python\nx = 1\n```\ntext") == "x = 1"
     assert extract_code("    return 1\n") == "    return 1"
     assert extract_code(None) == ""
+    assert extract_code("```text\nnotes\n```\n```python\ndef f():\n    return 1\n```") == "def f():\n    return 1"
     prog = build_solution(t, "    return False\n")  # a body continues the prompt
     assert prog == t.entry["prompt"] + "    return False\n" and "check(" not in prog  # tests stay with the judge
 
@@ -161,6 +162,59 @@ def test_terminal_env_passes_gymnasiums_env_checker(pool):
         check_env(TerminalEnv(sb, max_turns=2), skip_render_check=True)
 
 
+def test_spent_episode_budget_ends_with_the_checker_not_a_harness_fault(docker_engine):
+    from sandboxes.docker_backend import DockerSandbox
+
+    task = get_domain("terminal_count_matches").make_task(5, 1)
+    with DockerSandbox(SandboxSpec(episode_timeout_s=1.5), {"rlwb.test": "budget"}) as sb:
+        env = TerminalEnv(sb, max_turns=5, command_timeout_s=5)
+        env.reset(options={"task": terminal_task(task)})
+        obs, reward, terminated, truncated, info = env.step("```bash\nsleep 10\n```")  # cut at the budget
+        assert info["turn"]["timed_out"] and not terminated
+        obs, reward, terminated, truncated, info = env.step("```bash\nls\n```")
+        assert terminated and "budget" in obs and reward == 0.0 and info["check"].startswith("FAIL")
+
+
+def test_a_harness_fault_ends_the_episode_for_good(docker_engine):
+    from backend.errors import SandboxError
+    from sandboxes.docker_backend import DockerSandbox
+
+    task = get_domain("terminal_count_matches").make_task(5, 1)
+    sb = DockerSandbox(SandboxSpec(), {"rlwb.test": "fault"}).start()
+    try:
+        env = TerminalEnv(sb, max_turns=5)
+        env.reset(options={"task": terminal_task(task)})
+        docker_engine.containers.get(sb.id).kill()
+        with pytest.raises(SandboxError):
+            env.step("```bash\nls\n```")
+        with pytest.raises(Exception, match="episode is over"):
+            env.step("DONE")  # no stale reply can score it
+    finally:
+        sb.close()
+
+
+def test_fix_bug_checker_cannot_be_read_by_the_model_code(pool):
+    task = get_domain("terminal_fix_bug").make_task(1, 1)
+    t = terminal_task(task)
+    src = sorted(p for p in t.files if p.startswith("src/") and p.endswith(".py"))[0]
+    # the "fix": leave the bug, and when imported under the checker, try to read its script
+    spy = ("import os, sys\n"
+           "for path in ('/proc/%d/fd/0' % os.getppid(), '/proc/%d/mem' % os.getppid(), '/dev/stdin'):\n"
+           "    try:\n"
+           "        data = open(path, 'rb').read(1 << 20)\n"
+           "        if b'HIDDEN_EXPECTED' in data:\n"
+           "            open('/workspace/LEAKED', 'w').write(path)\n"
+           "    except OSError:\n"
+           "        pass\n")
+    with pool.lease() as sb:
+        env = TerminalEnv(sb, max_turns=3)
+        env.reset(options={"task": t})
+        sb.write_file(src, spy + t.files[src])
+        _, reward, terminated, _, info = env.step("DONE")
+        assert terminated and reward == 0.0
+        assert "LEAKED" not in [f.name for f in sb.list_dir()]
+
+
 @pytest.mark.parametrize("text,kind,cmd", [
     ("```bash\nls -la\n```", "command", "ls -la"),
     ("Let me look.\n```sh\ncat a.txt\n```\n```bash\nrm x\n```", "command", "cat a.txt"),
@@ -169,6 +223,13 @@ def test_terminal_env_passes_gymnasiums_env_checker(pool):
     ("```bash\n\n```", "invalid", None),
     ("just text", "invalid", None),
     (None, "invalid", None),
+    # the closing fence of a non-shell block is not an opening one
+    ("```text\nERROR x\n```\nrm -rf src\n```bash\nls\n```", "command", "ls"),
+    ("```bash\r\nls -1\r\n```\r\n", "command", "ls -1"),
+    ("I'm not DONE yet", "invalid", None),
+    ("Finished.\nDONE\n", "done", ""),
+    ("All set. **DONE.**", "done", ""),
+    ("DONE? Not yet, first:\nlet me think", "invalid", None),
 ])
 def test_parse_action(text, kind, cmd):
     got_kind, payload = parse_action(text)

@@ -141,3 +141,43 @@ def test_container_runs_as_unprivileged_user_without_host_mounts(docker_engine, 
     assert info["Mounts"] == [] and info["HostConfig"]["Binds"] in (None, [])
     assert info["HostConfig"]["NetworkMode"] == "none" and info["HostConfig"]["ReadonlyRootfs"]
     assert info["HostConfig"]["Init"] is True
+
+
+def test_closing_stdout_does_not_escape_the_timeout(docker_engine, neighbour, test_label):
+    r, after = _hostile(docker_engine, neighbour, test_label, "exec >/dev/null 2>&1; sleep 30")
+    assert r.timed_out and r.exit_code == 137
+    assert after.stdout == "alive\n"  # the next reply is this command's, not a stale one
+
+
+def test_nothing_of_a_job_survives_into_the_next(docker_engine, test_label):
+    from sandboxes.pool import SandboxJob, SandboxPool, Scheduler
+
+    with SandboxPool("docker", SPEC, size=1, labels=test_label, gc_interval_s=0) as pool:
+        sched = Scheduler(pool)
+        first = sched.run([SandboxJob("echo secret > /tmp/x; echo secret > /dev/shm/y; ipcmk -M 4000000 >/dev/null; "
+                                      "ipcs -m | grep -c '^0x'")])[0]
+        second = sched.run([SandboxJob("ls -A /tmp /dev/shm; ipcs -m | grep -c '^0x'")])[0]
+        sched.close()
+    assert first.result.stdout.strip() == "1"
+    assert second.result.stdout.split() == ["/dev/shm:", "/tmp:", "0"]
+
+
+def test_deep_trees_fifos_and_sparse_files_do_not_break_the_sandbox(docker_engine, test_label):
+    from backend.errors import ConfigError
+
+    with DockerSandbox(SPEC, test_label) as sb:
+        sb.exec("mkfifo pipe; truncate -s 200M sparse; echo x > plain")
+        with pytest.raises(ConfigError, match="not a regular file"):
+            sb.read_file("pipe")
+        with pytest.raises(ConfigError):
+            sb.write_file("pipe", "x")
+        snap = sb.snapshot()  # tar(1): the sparse file stays small, the FIFO is kept
+        assert len(sb._snapshots[snap]) < 1024 * 1024
+        sb.exec("rm -rf /workspace/*")
+        sb.rollback(snap)
+        assert {f.name: f.kind for f in sb.list_dir()} == {"pipe": "other", "plain": "file", "sparse": "file"}
+        # a tree deeper than Python's recursion limit (and PATH_MAX): snapshot and reset still work
+        sb.exec("python3 -c \"import os\nfor i in range(3000):\n    os.mkdir('d'); os.chdir('d')\"")
+        sb.snapshot()
+        sb.reset()
+        assert sb.list_dir() == [] and sb.exec("echo ok").stdout == "ok\n"

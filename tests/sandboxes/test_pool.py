@@ -138,3 +138,14 @@ def test_garbage_collector_removes_orphans_of_dead_owners(docker_engine, test_la
     finally:
         live.close()
     assert orphan.id not in [c.id for c in docker_engine.containers.list(all=True)]
+
+
+def test_a_malformed_job_is_answered_not_raised(pool):
+    sched = Scheduler(pool)
+    results = sched.run([SandboxJob("cat x", files={"../x": "evil"}), SandboxJob("echo ok", timeout_s=-1),
+                         SandboxJob("echo ok")])
+    m = sched.metrics()
+    sched.close()
+    assert [r.outcome for r in results] == ["invalid", "invalid", "ok"]
+    assert results[0].attempts == 1 and "leaves the workspace" in results[0].error
+    assert m["queue_depth"] == 0 and m["failures/invalid"] == 2
