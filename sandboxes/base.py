@@ -97,7 +97,7 @@ class Sandbox(ABC):
         self.id: str | None = None
         self._snapshots: dict[str, bytes] = {}
         self._base_snapshot: str | None = None
-        self._episode_start = time.monotonic()
+        self._episode_used = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, spec: SandboxSpec | None = None) -> "Sandbox":
@@ -116,7 +116,7 @@ class Sandbox(ABC):
             self.spec = spec
         self._start()
         self._base_snapshot = self.snapshot()
-        self._episode_start = time.monotonic()
+        self._episode_used = 0.0
         return self
 
     def reset(self) -> None:
@@ -129,7 +129,7 @@ class Sandbox(ABC):
         self.rollback(self._base_snapshot)
         for sid in [s for s in self._snapshots if s != self._base_snapshot]:
             del self._snapshots[sid]
-        self._episode_start = time.monotonic()
+        self._episode_used = 0.0
 
     def close(self) -> None:
         """Remove the sandbox and everything in it. Safe to call twice."""
@@ -144,8 +144,10 @@ class Sandbox(ABC):
 
     # -- commands ----------------------------------------------------------------------
     def episode_time_left(self) -> float:
-        """Seconds left of the per-episode budget (may be negative)."""
-        return self.spec.episode_timeout_s - (time.monotonic() - self._episode_start)
+        """Seconds left of the per-episode budget (may be negative). The budget counts the
+        wall-clock time of the episode's commands, not the time between them (a model
+        thinking about its next command spends none of it)."""
+        return self.spec.episode_timeout_s - self._episode_used
 
     def exec(self, cmd: str, timeout_s: float | None = None, stdin: str | bytes | None = None,
              budget: bool = True) -> ExecResult:
@@ -177,7 +179,12 @@ class Sandbox(ABC):
             if left <= 0:
                 raise SandboxTimeout(f"episode budget of {self.spec.episode_timeout_s:g} s is spent; reset the sandbox")
             timeout = min(timeout, left)
-        return self._exec(cmd, timeout, stdin_bytes(stdin))
+        t0 = time.monotonic()
+        try:
+            return self._exec(cmd, timeout, stdin_bytes(stdin))
+        finally:
+            if budget:
+                self._episode_used += time.monotonic() - t0
 
     def run_fresh(self, cmd: str, files: dict[str, str] | None = None, timeout_s: float | None = None,
                   stdin: str | bytes | None = None) -> ExecResult:

@@ -298,7 +298,7 @@ class DockerSandbox(Sandbox):
         if self._snapshots.get(self._base_snapshot) != self._empty_archive:
             return super().run_fresh(cmd, files, timeout_s, stdin)
         timeout = check_timeout(timeout_s if timeout_s is not None else self.spec.command_timeout_s)
-        self._episode_start = time.monotonic()
+        self._episode_used = 0.0
         data = stdin_bytes(stdin) or b""
         files = {workspace_path(p): t for p, t in check_files(files).items()}
         return self._run({"op": "run", "cmd": cmd, "timeout": timeout, "stdin": _b64(data), "fresh": True,
@@ -330,7 +330,7 @@ class DockerSandbox(Sandbox):
         self._call({"op": "reset", "data": None if base == self._empty_archive else _b64(base)})
         for sid in [s for s in self._snapshots if s != self._base_snapshot]:
             del self._snapshots[sid]
-        self._episode_start = time.monotonic()
+        self._episode_used = 0.0
 
     def _save_workspace(self) -> bytes:
         limit = (self.spec.workspace_mb + 16) * 1024 * 1024

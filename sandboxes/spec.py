@@ -36,7 +36,8 @@ class SandboxSpec(BaseModel):
             the sandbox may reach (everything else is dropped).
         env: environment variables for every command.
         command_timeout_s: default wall-clock limit of one `exec`, in seconds.
-        episode_timeout_s: wall-clock budget of one episode (from `start`/`reset`), seconds.
+        episode_timeout_s: budget of one episode (from `start`/`reset`): the summed wall-clock
+            time of its commands, seconds.
         output_limit_bytes: stdout and stderr are each cut to this many bytes; the rest is
             counted in `ExecResult.truncated_bytes`.
     """
