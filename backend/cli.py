@@ -158,7 +158,7 @@ def cmd_sandbox_exec(args) -> int:
     sys.stderr.write(r.stderr)
     print(f"[{r.outcome}] exit {r.exit_code} in {r.duration_ms:.0f} ms"
           + (f", {r.truncated_bytes} bytes of output cut" if r.truncated_bytes else ""), file=sys.stderr)
-    return 0 if r.ok else 1
+    return 124 if r.timed_out else min(max(r.exit_code, 0), 255)  # like timeout(1); else the command's own
 
 
 def cmd_sandbox_work(args) -> int:
@@ -226,15 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
     g = sbs.add_parser("gc", help="remove sandbox containers whose owner process is gone")
     g.add_argument("--all", action="store_true", help="remove every labelled sandbox container")
     g.set_defaults(fn=cmd_sandbox_gc)
-    e = sbs.add_parser("exec", help="run one command in a fresh sandbox")
+    e = sbs.add_parser("exec", help="run one command in a fresh sandbox; exits with its exit code "
+                                     "(124 on timeout, 137 when OOM-killed)")
     e.add_argument("cmd", help="shell command, e.g. \"python3 -c 'print(1)'\"")
-    e.add_argument("--backend", choices=["docker", "local"], default="docker")
+    e.add_argument("--backend", choices=["docker", "local"], default="docker",
+                   help="docker (default) or local (bubblewrap; weaker isolation, said on stderr)")
     e.add_argument("--timeout", type=_positive, default=10, help="seconds (default 10)")
     e.add_argument("--memory-mb", type=_positive, default=512, help="memory limit in MiB (default 512)")
     e.set_defaults(fn=cmd_sandbox_exec)
     w = sbs.add_parser("work", help="run the pending jobs of a durable job queue")
     w.add_argument("--queue", required=True, help="SQLite file of the job queue")
-    w.add_argument("--backend", choices=["docker", "local"], default="docker")
+    w.add_argument("--backend", choices=["docker", "local"], default="docker", help="docker (default) or local")
     w.add_argument("--pool", type=_positive, default=4, help="warm sandboxes (default 4)")
     w.set_defaults(fn=cmd_sandbox_work)
 

@@ -110,6 +110,16 @@ def import_image(client: docker.DockerClient, tar_path, tag: str, labels: dict[s
         raise SandboxUnavailable(f"docker import of {tag} failed: {e}") from None
 
 
+def remove_image(client: docker.DockerClient, image_id: str, log=print) -> None:
+    """Remove a replaced image, unless containers still use it (then say so)."""
+    try:
+        client.images.remove(image_id)
+        log(f"removed the previous image {image_id[:19]}")
+    except docker.errors.APIError as e:
+        log(f"kept the previous image {image_id[:19]} ({e.explanation or e}); remove it later with "
+            f"`docker rmi {image_id[7:19]}`")
+
+
 def labelled_containers(client: docker.DockerClient | None = None) -> list:
     """Every container (running or not) with the ``rlwb.sandbox`` label."""
     client = client or docker_client()

@@ -96,7 +96,7 @@ def build_image(tag: str = DEFAULT_IMAGE, force: bool = False, log=print) -> str
     Raises:
         SandboxUnavailable: no Docker engine, no debootstrap, or the build failed.
     """
-    from sandboxes.docker_backend import docker_client, find_image, import_image
+    from sandboxes.docker_backend import docker_client, find_image, import_image, remove_image
 
     client = docker_client()
     found = find_image(client, tag)
@@ -110,4 +110,6 @@ def build_image(tag: str = DEFAULT_IMAGE, force: bool = False, log=print) -> str
         log("importing into Docker...")
         image_id = import_image(client, rootfs_tar(root, Path(tmp) / "rootfs.tar"), tag, {"rlwb.recipe": recipe_hash()})
     log(f"built {tag} ({image_id[:19]})")
+    if found is not None and found.id != image_id:
+        remove_image(client, found.id, log)
     return image_id

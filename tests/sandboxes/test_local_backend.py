@@ -53,3 +53,10 @@ def test_docker_is_never_silently_replaced(monkeypatch):
     monkeypatch.setattr(docker_backend, "docker_client", no_engine)
     with pytest.raises(SandboxUnavailable, match="no Docker engine"):
         open_sandbox("docker", SPEC)
+
+
+def test_cli_exec_exits_with_the_commands_status():
+    run = [sys.executable, "-m", "backend.cli", "sandbox", "exec", "--backend", "local"]
+    assert subprocess.run([*run, "exit 3"], capture_output=True).returncode == 3
+    timed = subprocess.run([*run, "--timeout", "1", "sleep 30"], capture_output=True, text=True)
+    assert timed.returncode == 124 and "[timeout]" in timed.stderr
