@@ -181,3 +181,31 @@ def test_deep_trees_fifos_and_sparse_files_do_not_break_the_sandbox(docker_engin
         sb.snapshot()
         sb.reset()
         assert sb.list_dir() == [] and sb.exec("echo ok").stdout == "ok\n"
+
+
+def test_api_misuse_gets_clear_errors(docker_engine, test_label):
+    from backend.errors import ConfigError, SandboxError
+
+    sb = DockerSandbox(SPEC, test_label).start()
+    try:
+        with pytest.raises(ConfigError, match="already started"):
+            sb.start()
+        for bad in (True, 0, -1, float("nan"), float("inf")):
+            with pytest.raises(ConfigError, match="timeout_s"):
+                sb.exec("true", timeout_s=bad)
+        with pytest.raises(ConfigError, match="Unicode"):
+            sb.exec("echo \udcff")
+        with pytest.raises(ConfigError, match="over"):
+            sb.exec("echo " + "x" * 200_000)
+        with pytest.raises(ConfigError):
+            sb.read_file("missing.txt")  # the caller's mistake, not a broken sandbox
+        sb.exec("ln -s /etc/passwd link; ln -s /rlwb/stdin secret")
+        for path in ("link", "secret"):
+            with pytest.raises(ConfigError, match="leaves the workspace"):
+                sb.read_file(path)
+        assert sb.exec("echo fine").stdout == "fine\n"  # none of that broke it
+    finally:
+        sb.close()
+    with pytest.raises(SandboxError):
+        sb.exec("true")
+    assert containers_with(docker_engine, test_label) == []
