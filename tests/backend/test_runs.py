@@ -30,8 +30,11 @@ def test_ctrl_c_marks_run_stopped_and_keeps_data(tiny_model_dir, tmp_path):
         f"vllm_compile: false\noutput_dir: {tmp_path / 'out'}\n"
     )
     db = tmp_path / "wb.db"
+    # SIG_DFL for SIGINT in the child: a pytest started from a background shell inherits an
+    # ignored SIGINT, and Python then never turns Ctrl-C into KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "--db", str(db), "run", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         run_id = _wait_for_trajectories(db, proc)
         proc.send_signal(signal.SIGINT)
