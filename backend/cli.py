@@ -128,11 +128,12 @@ def cmd_sandbox_build_image(args) -> int:
 def cmd_sandbox_status(args) -> int:
     from sandboxes import backend_status
 
-    for name, st in backend_status().items():
+    status = backend_status()
+    for name, st in status.items():
         print(f"{name:>7}: {'available' if st['available'] else 'unavailable'} - {st['detail']}")
         if st["isolation"]:
             print(f"{'':>9}isolation: {st['isolation']}")
-    if backend_status()["docker"]["available"]:
+    if status["docker"]["available"]:
         from sandboxes.docker_backend import labelled_containers
 
         print(f"labelled sandbox containers on the engine: {len(labelled_containers())}")

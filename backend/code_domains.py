@@ -177,8 +177,8 @@ class HumanEvalDomain:
 
         Returns:
             (1.0 if every test passed else 0.0, breakdown). breakdown["fault"] == "harness"
-            when the sandbox machinery failed: the sample must not be scored (reward 0 here
-            is a placeholder the trainer drops).
+            when the sandbox machinery failed: the trainer then leaves the sample out of the
+            loss, the advantages and the reward metrics, so its 0.0 is never used.
         """
         code = extract_code(completion)
         if job.result is None:

@@ -157,12 +157,12 @@ class TerminalEnv(gym.Env):
             except SandboxTimeout:
                 terminated = True
                 obs = "[episode time budget spent]"
-                record.update(command=payload, exit_code=None, timed_out=True)
+                record.update(command=payload, exit_code=None, timed_out=True, outcome="timeout")
             else:
                 obs = format_observation(r, self.observation_chars)
                 record.update(command=payload, stdout=r.stdout[-4000:], stderr=r.stderr[-4000:],
                               exit_code=r.exit_code, duration_ms=round(r.duration_ms, 1), timed_out=r.timed_out,
-                              oom_killed=r.oom_killed)
+                              oom_killed=r.oom_killed, outcome=r.outcome)
         elif kind == "invalid":
             obs = f"[invalid turn: {payload}] Reply with one command in a ```bash block, or DONE."
         truncated = not terminated and self.turn >= self.max_turns

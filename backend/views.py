@@ -195,13 +195,13 @@ def sandbox_executions_frame(store: Store, limit: int = 200, run_id: str | None 
 
 def sandbox_summary(store: Store, run_id: str | None = None) -> dict:
     """Executions by outcome and latency percentiles (ms) over the last 1000 executions."""
-    import numpy as np
+    from sandboxes.pool import percentile
 
     rows = store.sandbox_executions(limit=1000, run_id=run_id)
     lat = [r["latency_ms"] for r in rows if r["latency_ms"] is not None]
     return {"by_outcome": store.sandbox_failures(run_id), "executions": len(rows),
-            "latency_p50_ms": float(np.percentile(lat, 50)) if lat else None,
-            "latency_p99_ms": float(np.percentile(lat, 99)) if lat else None}
+            "latency_p50_ms": percentile(lat, 50) if lat else None,
+            "latency_p99_ms": percentile(lat, 99) if lat else None}
 
 
 def turns_frame(traj: dict) -> pd.DataFrame:

@@ -125,8 +125,7 @@ class Sandbox(ABC):
         Raises:
             SandboxError: the sandbox is gone (the pool replaces it).
         """
-        self._kill_all()
-        self.rollback(self._base_snapshot)
+        self._clean_slate(self._snapshots[self._base_snapshot])
         for sid in [s for s in self._snapshots if s != self._base_snapshot]:
             del self._snapshots[sid]
         self._episode_used = 0.0
@@ -262,6 +261,12 @@ class Sandbox(ABC):
 
     @abstractmethod
     def _exec(self, cmd: str, timeout_s: float, stdin: bytes | None) -> ExecResult: ...
+
+    def _clean_slate(self, base_archive: bytes) -> None:
+        """Kill every process and restore the base workspace (backends may do more, or do
+        it in one round trip)."""
+        self._kill_all()
+        self._restore_workspace(base_archive)
 
     @abstractmethod
     def _kill_all(self) -> None:

@@ -29,10 +29,12 @@ imports ``docker``.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import select
 import socket
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -78,15 +80,6 @@ def docker_client() -> docker.DockerClient:
                     "(weaker isolation)") from None
             _clients[os.getpid()] = client
         return client
-
-
-def engine_available() -> bool:
-    """True if a Docker engine answers here."""
-    try:
-        docker_client()
-        return True
-    except SandboxUnavailable:
-        return False
 
 
 def find_image(client: docker.DockerClient, tag: str):
@@ -148,7 +141,7 @@ def collect_garbage(everything: bool = False) -> int:
                 pass
         else:
             live.add(c.id[:12])
-    egress.collect_rules(live)  # allow-list rules of containers that are gone
+    egress.collect_rules(client, live)  # allow-list rules of containers that are gone
     return removed
 
 
@@ -202,7 +195,7 @@ class DockerSandbox(Sandbox):
     """A sandbox in a container on the local Docker engine (see the module docstring)."""
 
     backend = "docker"
-    _empty_archive: bytes | None = None
+    _base_empty = False  # the workspace at `start` was empty: resets need no archive
     isolation = "container (Docker: namespaces, cgroups, read-only rootfs, no network)"
 
     def _start(self) -> None:
@@ -305,7 +298,7 @@ class DockerSandbox(Sandbox):
         """`Sandbox.run_fresh` in one round trip: the agent kills leftovers, empties the
         workspace, writes `files`, runs `cmd` and kills what it left behind. Falls back to
         the generic path when the base workspace (at `start`) was not empty."""
-        if self._snapshots.get(self._base_snapshot) != self._empty_archive:
+        if not self._base_empty:
             return super().run_fresh(cmd, files, timeout_s, stdin)
         timeout = check_timeout(timeout_s if timeout_s is not None else self.spec.command_timeout_s)
         self._episode_used = 0.0
@@ -333,20 +326,16 @@ class DockerSandbox(Sandbox):
     def _list(self, path: str) -> list[FileInfo]:
         return [FileInfo(n, k, int(s)) for n, k, s in self._call({"op": "list", "path": path})["entries"]]
 
-    def reset(self) -> None:
-        """`Sandbox.reset` in one round trip: every process killed, /tmp, /dev/shm and SysV
-        IPC emptied, the base workspace restored."""
-        base = self._snapshots[self._base_snapshot]
-        self._call({"op": "reset", "data": None if base == self._empty_archive else _b64(base)})
-        for sid in [s for s in self._snapshots if s != self._base_snapshot]:
-            del self._snapshots[sid]
-        self._episode_used = 0.0
+    def _clean_slate(self, base_archive: bytes) -> None:
+        """One round trip: every process killed, /tmp, /dev/shm and SysV IPC emptied, the
+        base workspace restored."""
+        self._call({"op": "reset", "data": None if self._base_empty else _b64(base_archive)})
 
     def _save_workspace(self) -> bytes:
         limit = (self.spec.workspace_mb + 16) * 1024 * 1024
         archive = base64.b64decode(self._call({"op": "save", "limit": limit})["data"])
         if self._base_snapshot is None:  # the snapshot `start` takes
-            self._empty_archive = archive if _is_empty_tar(archive) else None
+            self._base_empty = _is_empty_tar(archive)
         return archive
 
     def _restore_workspace(self, archive: bytes) -> None:
@@ -362,8 +351,5 @@ def _text(b64: str) -> str:
 
 
 def _is_empty_tar(archive: bytes) -> bool:
-    import io
-    import tarfile
-
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         return all(m.name in (".", "./") for m in tar.getmembers())

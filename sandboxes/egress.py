@@ -95,8 +95,9 @@ def remove_rules(container_id: str | None = None, keep: set[str] | None = None) 
     return removed
 
 
-def collect_rules(live_ids: set[str]) -> int:
-    """Delete allow-list rules of containers not in `live_ids` (12-character ids)."""
-    if shutil.which("iptables") is None:
+def collect_rules(client, live_ids: set[str]) -> int:
+    """Delete allow-list rules of containers not in `live_ids` (12-character ids); a no-op
+    where no allow-listed sandbox ever ran (no `rlwb-egress` network)."""
+    if shutil.which("iptables") is None or not client.networks.list(names=[NETWORK]):
         return 0
     return remove_rules(None, keep=live_ids)

@@ -197,9 +197,12 @@ NOBODY = 65534
 
 def _own(path: Path, recursive: bool = False) -> None:
     """Hand a workspace path to the unprivileged user bwrap runs as (when we are root)."""
-    if os.geteuid() == 0:
-        subprocess.run(["chown", "-h", *(["-R"] if recursive else []), f"{NOBODY}:{NOBODY}", str(path)],
-                       check=False, capture_output=True)
+    if os.geteuid() != 0:
+        return
+    if recursive:  # chown(1) walks trees of any depth
+        subprocess.run(["chown", "-hR", f"{NOBODY}:{NOBODY}", str(path)], check=False, capture_output=True)
+    else:
+        os.lchown(path, NOBODY, NOBODY)
 
 
 def _rm_tree(path: Path) -> None:

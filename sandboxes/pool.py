@@ -364,7 +364,7 @@ class Scheduler:
         with self._lock:
             lat = sorted(self._latencies)
             out = {"queue_depth": float(self._pending), "jobs": float(len(lat)), "retries": float(self._retries),
-                   "latency_p50_ms": _percentile(lat, 50), "latency_p99_ms": _percentile(lat, 99)}
+                   "latency_p50_ms": percentile(lat, 50), "latency_p99_ms": percentile(lat, 99)}
             for kind in ("error", "timeout", "oom", "harness", "invalid"):
                 out[f"failures/{kind}"] = float(self._outcomes[kind])
             if reset:
@@ -376,6 +376,6 @@ class Scheduler:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (numpy's linear interpolation), 0.0 when empty."""
     return float(np.percentile(values, q)) if values else 0.0

@@ -38,8 +38,7 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int = 1,
                       runtime=runtime, cfg=cfg)
     results: dict[str, dict[str, float]] = {}
     for d in domains:
-        rows = [s for s in samples if s.domain == d and s.fault is None] or [None]
-        scored = [(s.reward, s.breakdown) for s in rows if s is not None]
+        scored = [(s.reward, s.breakdown) for s in samples if s.domain == d and s.fault is None]
         k = max(len(scored), 1)
         results[d] = {
             "n": len(scored),

@@ -156,7 +156,7 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
         out[f"format/{key}"] = sum(float(s.breakdown.get("format", 0.0)) for s in group) / n
         out[f"response_length/{key}"] = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids))
                                             for s in group) / n
-        if group[0].turns or "turns" in group[0].breakdown:
+        if "turns" in group[0].breakdown:  # multi-turn episodes
             out[f"turns/{key}"] = sum(len(s.turns) for s in group) / n
     out.setdefault("reward/mean", 0.0)
     out.setdefault("accuracy/mean", 0.0)
@@ -286,9 +286,7 @@ def sandbox_executions(samples: list[Sample], runtime) -> list[dict]:
     for s in samples:
         for t in s.turns:
             if t.get("action") == "command":
-                outcome = "timeout" if t.get("timed_out") else "oom" if t.get("oom_killed") else \
-                    "ok" if t.get("exit_code") == 0 else "error"
-                rows.append({"kind": s.domain, "outcome": outcome, "exit_code": t.get("exit_code"),
+                rows.append({"kind": s.domain, "outcome": t["outcome"], "exit_code": t.get("exit_code"),
                              "latency_ms": t.get("duration_ms"), "backend": backend,
                              "command": str(t.get("command", ""))[:500]})
     return rows
@@ -296,14 +294,13 @@ def sandbox_executions(samples: list[Sample], runtime) -> list[dict]:
 
 def sandbox_metrics(executions: list[dict], runtime) -> dict[str, float]:
     """Queue depth, latency p50/p99 (ms) and failures by kind over a step's executions."""
-    import numpy as np
+    from sandboxes.pool import percentile
 
     lat = [r["latency_ms"] for r in executions if r.get("latency_ms") is not None]
-    out = {"sandbox/executions": float(len(executions)), "sandbox/queue_depth": runtime.scheduler.metrics()["queue_depth"],
-           "sandbox/latency_p50_ms": float(np.percentile(lat, 50)) if lat else 0.0,
-           "sandbox/latency_p99_ms": float(np.percentile(lat, 99)) if lat else 0.0,
+    out = {"sandbox/executions": float(len(executions)),
+           "sandbox/queue_depth": runtime.scheduler.metrics(reset=True)["queue_depth"],
+           "sandbox/latency_p50_ms": percentile(lat, 50), "sandbox/latency_p99_ms": percentile(lat, 99),
            "sandbox/pool_replaced": float(runtime.pool.state()["replaced"])}
     for kind in ("error", "timeout", "oom", "harness"):
         out[f"sandbox/failures/{kind}"] = float(sum(r["outcome"] == kind for r in executions))
-    runtime.scheduler.metrics(reset=True)
     return out
