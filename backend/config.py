@@ -6,8 +6,10 @@ syntax, field types and ranges, that every domain exists and that the model reso
 local checkpoint. Every failure is a `ConfigError` whose message names the field and the
 fix, so the CLI can print one line and exit non-zero without creating a run.
 
-Not covered here: mixes with versions and per-domain difficulty ranges (a later issue);
-today a run's mix is a weight per domain and one difficulty level.
+A run samples tasks either from `domains` (a weight per domain, all at one `difficulty`
+level) or from a stored, versioned mix (`mix: NAME` or `mix: NAME@VERSION`, see
+`backend.mixes`): `resolve_mix` pins the mix version into the config before the run is
+created, so the run records exactly which weights and level ranges it used.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from backend.errors import ConfigError, ModelNotFound
 
@@ -40,7 +42,12 @@ class RunConfig(BaseModel):
         default_factory=lambda: {d: 1.0 for d in QUICKSTART_DOMAINS},
         description="The mix: domain name -> sampling weight (a plain list means equal weights).",
     )
-    difficulty: int = Field(1, ge=1, le=3, description="Difficulty level of sampled tasks, 1 (easy) to 3 (hard).")
+    difficulty: int = Field(1, ge=1, le=5, description="Difficulty level of sampled tasks, 1 (easy) to the "
+                                                      "domain's hardest (3-5); used with `domains`.")
+    mix: str | None = Field(None, description="A stored mix, NAME or NAME@VERSION (`rlwb mix list`); replaces "
+                                              "`domains` and `difficulty`.")
+    mix_spec: dict | None = Field(None, description="Filled in when the run starts: the pinned mix "
+                                                    "{name, version, domains: {domain: {weight, levels: [lo, hi]}}}.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds task sampling, the rollout engine and the learner.")
 
     algorithm: Literal["grpo", "dr_grpo"] = Field(
@@ -88,6 +95,22 @@ class RunConfig(BaseModel):
     max_turns: int = Field(4, ge=1, le=32, description="Turn budget of a multi-turn episode (terminal domains).")
     max_episode_tokens: int = Field(
         1024, ge=64, le=4096, description="Token budget of a multi-turn episode (prompt, turns and observations).")
+    curriculum: bool = Field(
+        False, description="Adapt each domain's level within its range to the running pass rate "
+                           "(trainer.curriculum); off: levels drawn uniformly from the range.")
+    curriculum_window: int = Field(
+        32, ge=4, le=10_000, description="Curriculum: scored samples per domain in the pass-rate window.")
+    curriculum_raise_above: float = Field(
+        0.8, gt=0.0, le=1.0, description="Curriculum: raise a domain's level when its full window's pass rate "
+                                         "is above this.")
+    curriculum_lower_below: float = Field(
+        0.2, ge=0.0, lt=1.0, description="Curriculum: lower a domain's level when its full window's pass rate "
+                                         "is below this (must be below curriculum_raise_above).")
+    zero_variance: Literal["keep", "skip", "resample"] = Field(
+        "keep", description="Groups whose rewards are all equal (no GRPO signal): keep (advantage 0), skip (drop "
+                            "from the learner batch) or resample (redraw their tasks, then skip what is left).")
+    max_resample_rounds: int = Field(
+        2, ge=0, le=10, description="zero_variance: resample: rounds of redrawing zero-variance groups per step.")
 
     checkpoint_every: int = Field(0, ge=0, description="Save an HF checkpoint every N steps (0: only at the end).")
     eval_tasks_per_domain: int = Field(
@@ -128,6 +151,43 @@ class RunConfig(BaseModel):
             raise ValueError(f"weight of domain {bad[0]!r} must be > 0")
         return v
 
+    @model_validator(mode="after")
+    def _difficulty_in_levels(self) -> "RunConfig":
+        from backend.domains import get_domain
+
+        if self.mix is not None and self.mix_spec is None and "domains" in self.model_fields_set:
+            raise ValueError("set either mix (a stored mix) or domains (weights), not both")
+        if self.mix is None:
+            for name in self.domains:
+                levels = get_domain(name).levels
+                if self.difficulty not in levels:
+                    raise ValueError(f"difficulty {self.difficulty} is not a level of domain {name!r} (levels "
+                                     f"{min(levels)}-{max(levels)}); lower difficulty or use a mix with level ranges")
+        return self
+
+    def domain_specs(self) -> dict[str, tuple[float, int, int]]:
+        """The mix this run samples from: domain -> (weight, lowest level, highest level).
+
+        From the pinned `mix_spec` when the run uses a stored mix, else from `domains`
+        with every domain at `difficulty`.
+
+        Raises:
+            ConfigError: `mix` is set but not resolved yet (call `backend.mixes.resolve_mix`).
+        """
+        if self.mix is not None:
+            if not self.mix_spec:
+                raise ConfigError(f"mix {self.mix!r} is not resolved; call backend.mixes.resolve_mix first")
+            return {d: (float(s["weight"]), int(s["levels"][0]), int(s["levels"][1]))
+                    for d, s in self.mix_spec["domains"].items()}
+        return {d: (w, self.difficulty, self.difficulty) for d, w in self.domains.items()}
+
+    @property
+    def domain_list(self) -> list[str]:
+        """Names of the domains this run samples from (the mix's, or `domains`)."""
+        if self.mix is not None and self.mix_spec:
+            return list(self.mix_spec["domains"])
+        return list(self.domains)
+
     @field_validator("group_size")
     @classmethod
     def _group_size(cls, v: int) -> int:
@@ -145,6 +205,16 @@ class RunConfig(BaseModel):
         if p and g and (p * g) % v:
             raise ValueError(f"micro_batch_size ({v}) must divide prompts_per_step * group_size ({p * g}); "
                              f"set micro_batch_size: {g}")
+        return v
+
+    @field_validator("curriculum_lower_below")
+    @classmethod
+    def _curriculum_thresholds(cls, v: float, info: ValidationInfo) -> float:
+        # curriculum_raise_above is declared (so validated) before this field
+        hi = info.data.get("curriculum_raise_above")
+        if hi is not None and v >= hi:
+            raise ValueError(f"must be below curriculum_raise_above ({hi}); got {v}, e.g. set "
+                             "curriculum_lower_below: 0.2 and curriculum_raise_above: 0.8")
         return v
 
     @field_validator("output_dir")
@@ -166,7 +236,7 @@ class RunConfig(BaseModel):
         """True if a domain of the mix is verified in a sandbox."""
         from backend.domains import get_domain
 
-        return any(get_domain(d).needs_sandbox for d in self.domains)
+        return any(get_domain(d).needs_sandbox for d in self.domain_list)
 
     @property
     def sequences_per_step(self) -> int:

@@ -1,10 +1,13 @@
-"""The domain registry: five single-turn reasoning-gym domains with their verifiers.
+"""The domain registry: every reasoning-gym generator, code and terminal domains.
 
-A *domain* is a family of tasks with one automatic verifier. This module registers five
-of reasoning-gym's procedural generators (`basic_arithmetic`, `chain_sum`,
-`gsm_symbolic`, `letter_counting`, `spell_backward`), turns a `(domain, seed, difficulty)`
-triple into a deterministic `Task`, renders it as chat messages that ask for a final
-`Answer: <answer>` line, and scores a completion with reasoning-gym's own `score_answer`.
+A *domain* is a family of tasks with one automatic verifier. This module registers all of
+reasoning-gym's procedural generators (five of them -- `basic_arithmetic`, `chain_sum`,
+`gsm_symbolic`, `letter_counting`, `spell_backward` -- with hand-picked levels, the rest
+with levels from their curricula, see `backend.rg_domains`), turns a
+`(domain, seed, difficulty)` triple into a deterministic `Task`, renders it as chat
+messages that ask for a final `Answer: <answer>` line (or `<answer>...</answer>` tags for
+multi-line answers), and scores a completion with reasoning-gym's own `score_answer`.
+The registry is built on first use (importing reasoning-gym and its curricula takes ~2 s).
 
     from backend.domains import get_domain, build_messages, train_seed
     d = get_domain("chain_sum")
@@ -12,7 +15,7 @@ triple into a deterministic `Task`, renders it as chat messages that ask for a f
     messages = build_messages(task)            # -> the trainer's chat template
     reward, breakdown = d.score(task, completion)
     # "...\nAnswer: 17" with task.answer == "17" ->
-    #   1.0, {"format": 1.0, "correct": 1.0, "extracted": "17"}
+    #   1.0, {"format": 1.0, "correct": 1.0, "score": 1.0, "extracted": "17"}
 
 Seeds: training seeds come from `TRAIN_SEED_RANGE`, held-out (evaluation) seeds from the
 disjoint `HELDOUT_SEED_RANGE`, so an evaluation task is never a training task.
@@ -22,23 +25,27 @@ Sandbox-verified domains live in their own modules and are registered here too:
 (`backend.terminal_env`); they have `needs_sandbox = True` and are scored through a sandbox
 pool instead of `score`.
 
-Not covered here: retrieval domains, mixes and curricula (they sample from this registry), chat templates
-(the trainer applies the model's template to `build_messages`). reasoning-gym is imported
-lazily, on the first task or score, because importing it takes about a second.
+Not covered here: mixes (`backend.mixes`), validation (`backend.validation`) and the
+curriculum (`trainer.curriculum`) -- they use this registry; chat templates (the trainer
+applies the model's template to `build_messages`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import decimal
+import io
 import json
 import operator
 import random
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable
 
-from backend.errors import ConfigError, DomainNotFound
+from backend.errors import ConfigError, DomainNotFound, GenerationTimeout
 
 # Reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct. The format term exists
 # because SmolLM2-135M rarely writes the answer line at all (0-10% of samples), so the
@@ -49,11 +56,13 @@ CORRECT_WEIGHT = 0.8
 TRAIN_SEED_RANGE = (0, 1_000_000_000)  # [low, high)
 HELDOUT_SEED_RANGE = (1_000_000_000, 1_100_000_000)  # [low, high), disjoint from training
 
-DIFFICULTIES = (1, 2, 3)  # 1 easy .. 3 hard
+DIFFICULTIES = (1, 2, 3)  # levels of the hand-made domains (1 easy .. 3 hard)
 MAX_COMPLETION_CHARS = 100_000  # longer completions are malformed (64-token budget)
 
 SYSTEM_PROMPT = "You are a helpful assistant. Solve the problem and keep your reply short."
 ANSWER_INSTRUCTION = "Give your final answer on the last line as: Answer: <answer>"
+TAG_INSTRUCTION = "Give your final answer between <answer> and </answer> tags; it may span several lines."
+PASS_THRESHOLD = 1.0 - 1e-6  # a reasoning-gym score at or above this is a pass
 
 _ANSWER_RE = re.compile(r"answer:", re.IGNORECASE)
 
@@ -78,8 +87,11 @@ class Task:
         question: The generator's question text (shown to the model).
         answer: Hidden reference answer (never shown to the model).
         difficulty: Level 1..3 (1 easy .. 3 hard).
-        entry: The reasoning-gym entry (question/answer/metadata) as plain JSON types,
-            kept because `score_answer` reads it.
+        entry: The reasoning-gym entry (question/answer/metadata) as plain JSON types
+            (for storage and display).
+        raw_entry: The entry exactly as the generator made it (tuples, Fractions): the
+            verifier gets this one, since some scorers compare with `==` (arc_agi boards
+            are tuples). None for tasks rebuilt from JSON; `score` then regenerates it.
     """
 
     domain: str
@@ -88,6 +100,7 @@ class Task:
     answer: str
     difficulty: int
     entry: dict
+    raw_entry: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity; hashable
@@ -96,13 +109,17 @@ class Domain:
 
     Attributes:
         name: Registry name, equal to the reasoning-gym dataset name.
-        family: reasoning-gym category ("arithmetic", "algorithmic").
+        family: reasoning-gym category ("arithmetic", "algorithmic", "games", ...).
         description: One line for the page.
         source: "reasoning-gym <version>, <dataset name>".
         license: License of the generator's code and data.
-        levels: Difficulty level -> reasoning-gym config kwargs for that level.
+        levels: Difficulty level (1 easy .. n hard) -> reasoning-gym config kwargs.
         level_notes: Difficulty level -> what the level means, for the page.
-        kind: Always "single_turn" here.
+        kind: "single_turn" here; "multi_turn" for terminal domains, "retrieval" later.
+        answer_format: "line" (a final `Answer: ...` line) or "tag" (`<answer>...</answer>`,
+            for answers that span lines).
+        pooled: The generator holds a finite pool of items (built up front; indexing past
+            its `size` fails), so seeds map onto the pool by `seed % len(dataset)`.
         generate: Optional custom item function `(dataset, seed, level) -> entry`; None
             means `dataset[seed]`, which reasoning-gym seeds as `Random(dataset.seed + idx)`.
     """
@@ -115,6 +132,8 @@ class Domain:
     source: str = ""
     license: str = "Apache-2.0"
     kind: str = "single_turn"
+    answer_format: str = "line"
+    pooled: bool = False
     needs_sandbox = False
     generate: Callable[[Any, int, int], dict] | None = field(default=None, repr=False, compare=False)
 
@@ -122,65 +141,141 @@ class Domain:
         if not self.source:
             object.__setattr__(self, "source", f"reasoning-gym {RG_VERSION}, {self.name}")
 
+    @property
+    def environment(self) -> dict:
+        """Where tasks run and how they are verified, for the catalogue."""
+        return {"runtime": "in-process", "verifier": f"reasoning_gym {self.name}.score_answer, pass = score 1",
+                "answer_format": self.answer_format}
+
     def messages(self, task: Task) -> list[dict]:
         """Chat messages for a task: a short system message, then the question plus the
-        answer-format instruction (`ANSWER_INSTRUCTION`)."""
+        answer-format instruction (`ANSWER_INSTRUCTION` or `TAG_INSTRUCTION`)."""
+        instruction = TAG_INSTRUCTION if self.answer_format == "tag" else ANSWER_INSTRUCTION
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"},
+            {"role": "user", "content": f"{task.question}\n{instruction}"},
         ]
+
+    def reference_completion(self, task: Task) -> str:
+        """A completion that states the reference answer in this domain's format (used by
+        validation and the page's try-the-verifier box)."""
+        return self.wrap_answer(task.answer)
+
+    def wrap_answer(self, answer: str) -> str:
+        """`answer` written the way this domain asks for it."""
+        return f"<answer>{answer}</answer>" if self.answer_format == "tag" else f"Answer: {answer}"
 
     def make_task(self, seed: int, difficulty: int = 1) -> Task:
         """Generate the task for a seed at a difficulty level.
 
         Args:
             seed: Non-negative integer; see `train_seed` and `heldout_seeds`.
-            difficulty: Level 1..3.
+            difficulty: A level of this domain (`levels`), 1 easy .. n hard.
 
         Returns:
             The deterministic `Task` for (domain, seed, difficulty).
 
         Raises:
-            ConfigError: If seed is not a non-negative int or difficulty is not 1..3.
+            ConfigError: If seed is not a non-negative int or difficulty is not a level.
+            GenerationTimeout: The generator ran past GENERATION_TIMEOUT_S (enforced in
+                the main thread only; number_sequence loops on rare seeds).
         """
-        difficulty, index = _check_difficulty(difficulty), _as_int(seed)
+        difficulty, index = _check_difficulty(difficulty, self.levels), _as_int(seed)
         if index is None or index < 0:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
         seed = index
-        ds = _dataset(self, difficulty)
-        raw = self.generate(ds, seed, difficulty) if self.generate else ds[seed]
+        # some generators print while they work (bf runs its interpreter on stdout), and
+        # decimal_arithmetic sets the thread's decimal precision, which made later
+        # decimal_chain_sum answers NaN: each generation gets its own decimal context
+        with (contextlib.redirect_stdout(io.StringIO()), decimal.localcontext(),
+              generation_deadline(GENERATION_TIMEOUT_S, f"{self.name} level {difficulty} seed {seed}")):
+            ds = _dataset(self, difficulty)
+            if self.generate:
+                raw = self.generate(ds, seed, difficulty)
+            else:
+                raw = ds[seed % len(ds)] if self.pooled else ds[seed]
         entry = json.loads(json.dumps(raw, default=str))  # Fraction etc. -> str
-        return Task(self.name, seed, entry["question"], str(entry["answer"]), difficulty, entry)
+        return Task(self.name, seed, entry["question"], str(entry["answer"]), difficulty, entry, raw)
 
     def score(self, task: Task, completion: str) -> tuple[float, dict]:
         """Score a completion for a task.
 
-        reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct, in [0, 1]. Malformed
-        completions (not a str, over MAX_COMPLETION_CHARS, an answer line with control
-        characters or lone surrogates) score 0 with format 0; this never raises on them.
+        reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct, in [0, 1], where
+        correct is 1 only if reasoning-gym's `score_answer` gives full marks (its partial
+        credit for near misses -- string similarity, 0.01 for any answer -- is reported
+        as `score` but not rewarded). Malformed completions (not a str, over
+        MAX_COMPLETION_CHARS, an answer with control characters or lone surrogates) score
+        0 with format 0; a verifier that raises scores 0. This never raises on them.
 
         Args:
             task: A task of this domain (from `make_task`).
             completion: The model's text.
 
         Returns:
-            (reward, breakdown) where breakdown is {"format": 0.0|1.0, "correct": score of
-            reasoning-gym's `score_answer` on the extracted answer in [0, 1] (0 if none),
-            "extracted": the extracted answer or None}.
+            (reward, breakdown) where breakdown is {"format": 0.0|1.0, "correct": 0.0|1.0,
+            "score": reasoning-gym's score in [0, 1] (0 if no answer), "extracted": the
+            extracted answer or None} plus "verifier_error" when the verifier raised.
 
         Raises:
             ConfigError: If the task belongs to another domain or has no valid difficulty.
         """
         if task.domain != self.name:
             raise ConfigError(f"task of domain {task.domain!r} given to domain {self.name!r}")
-        _check_difficulty(task.difficulty)
-        extracted = extract_answer(completion)
+        _check_difficulty(task.difficulty, self.levels)
+        tags_only = self.answer_format == "tag"
+        extracted = extract_answer(completion, tags_only=tags_only)
         if extracted is None:
-            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
-        correct = _dataset(self, task.difficulty).score_answer(extracted, task.entry)
-        correct = min(1.0, max(0.0, float(correct))) if correct == correct else 0.0  # NaN -> 0
+            return 0.0, {"format": 0.0, "correct": 0.0, "score": 0.0, "extracted": None}
+        breakdown: dict[str, Any] = {"format": 1.0}
+        raw = task.raw_entry if task.raw_entry is not None else self.make_task(task.seed, task.difficulty).raw_entry
+        # the answer as extracted, then as written with its final period (sentence answers)
+        candidates = dict.fromkeys([extracted, extract_answer(completion, tags_only=tags_only, keep_period=True)])
+        score = 0.0
+        for candidate in candidates:
+            try:
+                with decimal.localcontext():
+                    s = float(_dataset(self, task.difficulty).score_answer(candidate, raw))
+            except Exception as e:  # noqa: BLE001 - upstream scorers parse free text and may raise
+                s, breakdown["verifier_error"] = 0.0, f"{type(e).__name__}: {e}"[:200]
+            s = min(1.0, max(0.0, s)) if s == s else 0.0  # NaN -> 0
+            if s > score:
+                score, extracted = s, candidate
+            if score >= PASS_THRESHOLD:
+                break
+        correct = 1.0 if score >= PASS_THRESHOLD else 0.0
         reward = FORMAT_WEIGHT * 1.0 + CORRECT_WEIGHT * correct
-        return min(1.0, reward), {"format": 1.0, "correct": correct, "extracted": extracted}
+        breakdown.update(correct=correct, score=score, extracted=extracted)
+        return min(1.0, reward), breakdown
+
+
+GENERATION_TIMEOUT_S = 10.0  # a task taking longer than this to generate is abandoned
+
+
+@contextlib.contextmanager
+def generation_deadline(seconds: float, what: str):
+    """Raise `GenerationTimeout` in the block after `seconds` of wall-clock time.
+
+    Uses SIGALRM (`signal.setitimer`), so it is enforced only in the main thread and when
+    no other timer is set; elsewhere the block runs unguarded.
+    """
+    import signal
+
+    usable = (threading.current_thread() is threading.main_thread()
+              and signal.getitimer(signal.ITIMER_REAL)[0] == 0 and seconds > 0)
+    if not usable:
+        yield
+        return
+
+    def _expired(signum, frame):
+        raise GenerationTimeout(f"generating {what} took over {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _as_int(value: Any) -> int | None:
@@ -193,10 +288,15 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def _check_difficulty(difficulty: Any) -> int:
+def _check_difficulty(difficulty: Any, levels: Any = DIFFICULTIES) -> int:
+    """difficulty as an int if it is one of `levels` (a sequence or a dict of levels).
+
+    Raises:
+        ConfigError: naming the valid levels.
+    """
     level = _as_int(difficulty)
-    if level not in DIFFICULTIES:
-        raise ConfigError(f"difficulty must be one of {list(DIFFICULTIES)}, got {difficulty!r}")
+    if level not in levels:
+        raise ConfigError(f"difficulty must be one of {sorted(levels)}, got {difficulty!r}")
     return level
 
 
@@ -213,7 +313,7 @@ def _dataset(domain: Domain, difficulty: int) -> Any:
     if key not in _DATASETS:
         import reasoning_gym  # lazy: ~1 s import
 
-        _DATASETS[key] = reasoning_gym.create_dataset(domain.name, seed=0, **domain.levels[difficulty])
+        _DATASETS[key] = reasoning_gym.create_dataset(domain.name, **{"seed": 0, **domain.levels[difficulty]})
     return _DATASETS[key]
 
 
@@ -255,9 +355,10 @@ def _gsm_symbolic_item(ds: Any, seed: int, level: int) -> dict:
     return item
 
 
-DOMAINS: dict[str, Domain] = {
-    d.name: d
-    for d in [
+def _hand_made() -> dict[str, Domain]:
+    """The five domains of the quickstart, with levels picked by hand (kept stable so
+    the quickstart's measured results stay comparable)."""
+    return {d.name: d for d in [
         Domain(
             name="basic_arithmetic",
             family="arithmetic",
@@ -310,37 +411,49 @@ DOMAINS: dict[str, Domain] = {
             },
             level_notes={1: "3-4 letters", 2: "5-7 letters", 3: "8-10 letters"},
         ),
-    ]
-}
+    ]}
 
 
-def _register_sandbox_domains() -> None:
-    """Add the sandbox-verified domains: `humaneval` and the `terminal_*` family."""
-    from backend.code_domains import HUMANEVAL
-    from backend.terminal_env import TERMINAL_DOMAINS
-
-    DOMAINS[HUMANEVAL.name] = HUMANEVAL
-    DOMAINS.update(TERMINAL_DOMAINS)
+_REGISTRY: dict[str, Domain] = {}
+_REGISTRY_LOCK = threading.Lock()
 
 
-_register_sandbox_domains()
+def registry() -> dict[str, Domain]:
+    """All registered domains by name, built on first call: the hand-made five, every
+    other reasoning-gym generator (`backend.rg_domains`), `humaneval` and the
+    `terminal_*` family (sandbox-verified)."""
+    if not _REGISTRY:
+        with _REGISTRY_LOCK:
+            if not _REGISTRY:
+                from backend.code_domains import HUMANEVAL
+                from backend.rg_domains import build_rg_domains
+                from backend.terminal_env import TERMINAL_DOMAINS
+
+                hand = _hand_made()
+                built = {**hand, **build_rg_domains(skip=set(hand)), HUMANEVAL.name: HUMANEVAL, **TERMINAL_DOMAINS}
+                _REGISTRY.update(sorted(built.items()))
+    return _REGISTRY
 
 
 def domain_names() -> list[str]:
     """Names of the registered domains, sorted."""
-    return sorted(DOMAINS)
+    return sorted(registry())
 
 
 def get_domain(name: str) -> Domain:
     """The registered domain called `name`.
 
     Raises:
-        DomainNotFound: If no such domain; the message lists the valid names.
+        DomainNotFound: If no such domain; the message suggests close names.
     """
     try:
-        return DOMAINS[name]
+        return registry()[name]
     except (KeyError, TypeError):
-        raise DomainNotFound(f"unknown domain {name!r}; valid domains: {', '.join(domain_names())}") from None
+        import difflib
+
+        close = difflib.get_close_matches(str(name), domain_names(), n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise DomainNotFound(f"unknown domain {name!r}; {hint}list them with `rlwb domains list`") from None
 
 
 def build_messages(task: Task) -> list[dict]:
@@ -350,26 +463,40 @@ def build_messages(task: Task) -> list[dict]:
     return get_domain(task.domain).messages(task)
 
 
-def _malformed(text: str) -> bool:
-    """True if text holds control characters or lone surrogates (not encodable as UTF-8)."""
-    return any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text)
+def _malformed(text: str, allowed: str = "") -> bool:
+    """True if text holds control characters (other than those in `allowed`) or lone
+    surrogates (not encodable as UTF-8)."""
+    return any(unicodedata.category(ch) in ("Cc", "Cs") and ch not in allowed for ch in text)
 
 
-def extract_answer(completion: str) -> str | None:
+def extract_answer(completion: str, tags_only: bool = False, keep_period: bool = False) -> str | None:
     """The final answer in a completion.
 
-    Takes the text after the last "Answer:" (case-insensitive), strips it and keeps its
-    first line, stripped of surrounding Markdown emphasis (``*``, ``_``, backticks) and a
-    final period.
+    If the completion holds `<answer>...</answer>` tags, the answer is the stripped text
+    of the last pair (reasoning-gym's own `extract_answer`; it may span lines). Otherwise
+    (unless `tags_only`) it is the text after the last "Answer:" (case-insensitive),
+    stripped, its first line, without surrounding Markdown emphasis (``*``, ``_``,
+    backticks) and a final period.
 
     Args:
         completion: Model text; anything else (None, bytes) counts as no answer.
+        tags_only: Only tags count (domains whose answers span lines).
+        keep_period: Keep a final period on an answer line (for sentence answers).
 
     Returns:
-        The answer, or None if there is no "Answer:", the answer is empty, the completion
-        is over MAX_COMPLETION_CHARS, or the answer has control characters or surrogates.
+        The answer, or None if there is none, it is empty, the completion is over
+        MAX_COMPLETION_CHARS, or the answer has control characters (newlines and tabs
+        are allowed inside tags) or surrogates.
     """
     if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
+        return None
+    if "</answer>" in completion:
+        from reasoning_gym.utils import extract_answer as extract_tagged
+
+        tagged = extract_tagged(completion)
+        if tagged is not None:
+            return tagged if tagged and not _malformed(tagged, allowed="\n\t") else None
+    if tags_only:
         return None
     last = None
     for last in _ANSWER_RE.finditer(completion):
@@ -380,7 +507,9 @@ def extract_answer(completion: str) -> str | None:
     answer = text.splitlines()[0].strip() if text else ""
     # Markdown emphasis and a closing period are formatting, not part of the answer
     # ("**Answer:** 12." -> "12").
-    answer = answer.strip("*`_ ").removesuffix(".").strip("*`_ ")
+    answer = answer.strip("*`_ ")
+    if not keep_period:
+        answer = answer.removesuffix(".").strip("*`_ ")
     if not answer or _malformed(answer):
         return None
     return answer

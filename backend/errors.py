@@ -56,3 +56,8 @@ class SandboxUnavailable(SandboxError):
 
 class SandboxTimeout(SandboxError):
     """A sandbox's per-episode wall-clock budget is spent; the episode must end."""
+
+
+class GenerationTimeout(WorkbenchError):
+    """A task generator did not finish within its time limit (some upstream generators loop
+    for a very long time on rare seeds); the caller draws another seed or reports it."""

@@ -118,8 +118,19 @@ def _migrate_3(db: sqlite_utils.Database) -> None:
     }, pk="run_id")
 
 
+def _migrate_4(db: sqlite_utils.Database) -> None:
+    """Version 4: domain validation reports; named, versioned mixes."""
+    db["domain_validations"].create({
+        "id": int, "domain": str, "passed": int, "reasons": str, "report": str, "created_at": str,
+    }, pk="id", not_null={"domain", "passed", "report", "created_at"})
+    db["domain_validations"].create_index(["domain", "id"])
+    db["mixes"].create({"name": str, "version": int, "spec": str, "note": str, "created_at": str},
+                       pk=("name", "version"), not_null={"spec", "created_at"})
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
-MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3}
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
+    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4}
 
 
 def _locked(method):
@@ -155,7 +166,7 @@ class Store:
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 3
+    SCHEMA_VERSION = 4
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -457,3 +468,69 @@ class Store:
     def evaluations(self, run_id: str) -> list[dict]:
         """Evaluations of a run in the order they were (last) recorded."""
         return list(self.db["evaluations"].rows_where("run_id = ?", [run_id], order_by="rowid"))
+
+    # ---- domain validations and mixes ---------------------------------------------------
+
+    @_locked
+    def record_validation(self, report: dict) -> int:
+        """Store one domain's validation report (`backend.validation`); returns its id."""
+        with self.db.conn:
+            row = self.db["domain_validations"].insert({
+                "domain": report["domain"], "passed": int(bool(report["passed"])),
+                "reasons": json.dumps(report.get("reasons", [])), "report": json.dumps(report),
+                "created_at": _now()})
+        return row.last_pk
+
+    @_locked
+    def latest_validations(self) -> dict[str, dict]:
+        """The newest validation of every validated domain: domain -> {"passed": bool,
+        "reasons": [str], "created_at", "id"} (the full report via `validation_report`)."""
+        rows = self.db.execute(
+            "SELECT v.id, v.domain, v.passed, v.reasons, v.created_at FROM domain_validations v "
+            "JOIN (SELECT domain, MAX(id) AS id FROM domain_validations GROUP BY domain) m ON v.id = m.id").fetchall()
+        return {r[1]: {"id": r[0], "passed": bool(r[2]), "reasons": json.loads(r[3] or "[]"), "created_at": r[4]}
+                for r in rows}
+
+    @_locked
+    def validation_report(self, domain: str) -> dict | None:
+        """The newest full validation report of a domain, or None if never validated."""
+        row = self.db.execute("SELECT report, created_at FROM domain_validations WHERE domain = ? "
+                              "ORDER BY id DESC LIMIT 1", [domain]).fetchone()
+        return {**json.loads(row[0]), "created_at": row[1]} if row else None
+
+    @_locked
+    def save_mix(self, name: str, spec: dict, note: str = "") -> int:
+        """Store a new version of mix `name` (versions are immutable); returns the version (1, 2, ...)."""
+        with self.db.conn:
+            cur = self.db.execute("SELECT COALESCE(MAX(version), 0) FROM mixes WHERE name = ?", [name]).fetchone()
+            version = cur[0] + 1
+            self.db["mixes"].insert({"name": name, "version": version, "spec": json.dumps(spec, sort_keys=True),
+                                     "note": note, "created_at": _now()})
+        return version
+
+    @_locked
+    def get_mix(self, name: str, version: int | None = None) -> dict | None:
+        """Mix `name` at `version` (None: the newest) as {"name", "version", "spec", "note",
+        "created_at"}, or None if there is no such mix or version."""
+        if version is None:
+            row = self.db.execute("SELECT * FROM mixes WHERE name = ? ORDER BY version DESC LIMIT 1", [name])
+        else:
+            row = self.db.execute("SELECT * FROM mixes WHERE name = ? AND version = ?", [name, version])
+        cols = [c[0] for c in row.description]
+        found = row.fetchone()
+        return _decode(dict(zip(cols, found)), "spec") if found else None
+
+    @_locked
+    def list_mixes(self) -> list[dict]:
+        """The newest version of every mix, by name: {"name", "version", "spec", "note", "created_at"}."""
+        rows = self.db.execute("SELECT m.* FROM mixes m JOIN (SELECT name, MAX(version) AS v FROM mixes "
+                               "GROUP BY name) l ON m.name = l.name AND m.version = l.v ORDER BY m.name")
+        cols = [c[0] for c in rows.description]
+        return [_decode(dict(zip(cols, r)), "spec") for r in rows.fetchall()]
+
+    @_locked
+    def mix_versions(self, name: str) -> list[dict]:
+        """Every version of a mix, oldest first."""
+        rows = self.db.execute("SELECT * FROM mixes WHERE name = ? ORDER BY version", [name])
+        cols = [c[0] for c in rows.description]
+        return [_decode(dict(zip(cols, r)), "spec") for r in rows.fetchall()]

@@ -213,6 +213,12 @@ class TerminalDomain:
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.question}]
 
     @property
+    def environment(self) -> dict:
+        """Where tasks run and how they are verified, for the catalogue."""
+        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
+                "verifier": "a checker script run in the sandbox after the episode", "gymnasium": "TerminalEnv"}
+
+    @property
     def description(self) -> str:
         return f"Multi-turn shell task '{self.template}' in a sandbox; a checker script decides the reward."
 

@@ -16,16 +16,32 @@ import pandas as pd
 
 from backend.store import Store
 
-#: Chart panels on the Runs page: title -> metric names ("reward/*" means every reward
-#: metric: "reward/mean" and one "reward/<domain>" per domain).
+#: Chart panels on the Runs page: title -> metric names ("turns/*" means every turns
+#: metric: "turns/mean" and one "turns/<domain>" per domain).
 METRIC_PANELS: dict[str, tuple[str, ...]] = {
-    "Reward (mean and per domain)": ("reward/*",),
+    "Reward and pass rate (mean)": ("reward/mean", "accuracy/mean"),
     "KL to reference": ("kl",),
     "Response length (tokens)": ("response_length",),
+    "Zero-variance groups (share)": ("zero_variance/groups",),
     "Throughput (tokens/s)": ("rollout_tokens_per_s", "learner_tokens_per_s"),
     "Sandbox latency (ms)": ("sandbox/latency_p50_ms", "sandbox/latency_p99_ms"),
     "Turns per episode": ("turns/*",),
 }
+
+#: The Runs page's "Per domain" charts: title -> metric prefix; one "<prefix><domain>"
+#: metric (one line) per domain.
+DOMAIN_PANELS: dict[str, str] = {
+    "Reward": "reward/",
+    "Pass rate": "accuracy/",
+    "Response length (tokens)": "response_length/",
+    "Zero-variance groups (share)": "zero_variance/",
+    "Curriculum level": "curriculum/level/",
+    "Curriculum pass rate (window)": "curriculum/pass_rate/",
+    "Answer format rate": "format/",
+}
+
+#: Older names of metrics, hidden when the new name is recorded too.
+RENAMED = {"zero_variance_groups": "zero_variance/groups"}
 
 PREVIEW_CHARS = 80
 
@@ -88,18 +104,45 @@ def _panel_names(pattern: str, names: list[str]) -> list[str]:
     return [pattern] if pattern in names else []
 
 
+def metric_domains(frame: pd.DataFrame) -> list[str]:
+    """The domains a `metrics_frame` has per-domain metrics for (each "reward/<domain>"), sorted."""
+    names = frame["name"].unique() if len(frame) else []
+    return sorted(n.removeprefix("reward/") for n in names if n.startswith("reward/") and n != "reward/mean")
+
+
+def domain_panels(frame: pd.DataFrame, domains: list[str]) -> dict[str, pd.DataFrame]:
+    """The "Per domain" charts of a `metrics_frame` for `domains`.
+
+    Returns:
+        `DOMAIN_PANELS` title -> rows (step, name = the domain, value), ordered by domain
+        then step; titles without data for any of `domains` are left out.
+    """
+    out = {}
+    for title, prefix in DOMAIN_PANELS.items():
+        rows = frame[frame["name"].isin([prefix + d for d in domains])]
+        if len(rows):
+            rows = rows.assign(name=rows["name"].str.removeprefix(prefix))
+            out[title] = rows.sort_values(["name", "step"], kind="stable").reset_index(drop=True)
+    return out
+
+
 def metric_panels(frame: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """Split a `metrics_frame` into the known chart panels and the rest.
+
+    Per-domain metrics (`DOMAIN_PANELS`, see `domain_panels`) and old names of metrics
+    recorded under a new one too (`RENAMED`) belong to neither.
 
     Returns:
         (panels, other): panels maps each `METRIC_PANELS` title that has data to its rows
         (long form, ordered by metric then step); other holds the metrics no panel shows.
     """
     names = sorted(frame["name"].unique()) if len(frame) else []
-    panels, shown = {}, set()
+    panels = {}
+    shown = {p + d for p in DOMAIN_PANELS.values() for d in metric_domains(frame)}
+    shown |= {old for old, new in RENAMED.items() if new in names}
     for title, patterns in METRIC_PANELS.items():
         chosen = [n for p in patterns for n in _panel_names(p, names)]
-        if chosen:  # rows in legend order: reward/mean first, then domains
+        if chosen:  # rows in legend order: */mean first, then domains
             panels[title] = pd.concat([frame[frame["name"] == n] for n in chosen],
                                       ignore_index=True)
             shown.update(chosen)
@@ -208,3 +251,26 @@ def turns_frame(traj: dict) -> pd.DataFrame:
     """The turns of a multi-turn trajectory, one row each (empty for single-turn ones)."""
     cols = ["turn", "action", "command", "exit_code", "duration_ms", "timed_out"]
     return pd.DataFrame([{c: t.get(c) for c in cols} for t in traj.get("turns") or []], columns=cols)
+
+
+DOMAIN_COLUMNS = ["name", "family", "kind", "levels", "validation", "description", "reasons"]
+
+
+def domains_frame(store: Store) -> pd.DataFrame:
+    """The domain catalogue: every registered domain with its newest validation verdict.
+
+    Columns: name, family, kind, levels (e.g. "1-3"), validation ("passed", "failed" or
+    "not validated"), description, reasons (why the newest validation failed, "; "-joined).
+    Rows sorted by name. Builds the registry on first use (~2 s).
+    """
+    from backend.domains import registry
+
+    latest = store.latest_validations()
+    rows = []
+    for name, d in registry().items():
+        v = latest.get(name)
+        status = "not validated" if v is None else ("passed" if v["passed"] else "failed")
+        rows.append({"name": name, "family": d.family, "kind": d.kind, "levels": f"{min(d.levels)}-{max(d.levels)}",
+                     "validation": status, "description": d.description,
+                     "reasons": "; ".join(v["reasons"]) if v and not v["passed"] else ""})
+    return pd.DataFrame(rows, columns=DOMAIN_COLUMNS).sort_values("name", ignore_index=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from backend.domains import get_domain, heldout_seeds
 
 
-def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int = 1,
+def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | dict[str, int] = 1,
              max_new_tokens: int = 64, runtime=None, cfg=None) -> dict[str, dict[str, float]]:
     """Greedy accuracy on `n` held-out tasks per domain.
 
@@ -22,7 +22,7 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int = 1,
         tokenizer: the model's tokenizer (chat template).
         domains: domain names.
         n: held-out tasks per domain.
-        difficulty: difficulty level of the tasks.
+        difficulty: level of the tasks, one for every domain or domain -> level.
         max_new_tokens: cap on generated tokens per answer (per turn in episodes).
         runtime: a `trainer.episodes.SandboxRuntime` for sandboxed domains.
         cfg: the run config (multi-turn budgets) for multi-turn domains.
@@ -30,10 +30,15 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int = 1,
     Returns:
         domain -> {"n", "accuracy", "mean_reward", "format_rate"} (fractions in [0, 1]),
         over the tasks scored without a harness fault.
+
+    Raises:
+        ConfigError: a level that is not one of its domain's levels.
+        KeyError: `difficulty` is a dict without one of `domains`.
     """
     from trainer.loop import rollout
 
-    tasks = [get_domain(d).make_task(seed, difficulty) for d in domains for seed in heldout_seeds(n)]
+    levels = difficulty if isinstance(difficulty, dict) else dict.fromkeys(domains, difficulty)
+    tasks = [get_domain(d).make_task(seed, levels[d]) for d in domains for seed in heldout_seeds(n)]
     samples = rollout(engine, tokenizer, tasks, 1, max_new_tokens, temperature=0.0, top_p=1.0,
                       runtime=runtime, cfg=cfg)
     results: dict[str, dict[str, float]] = {}

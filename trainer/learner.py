@@ -168,26 +168,33 @@ class DeepSpeedLearner:
         return self.engine.module
 
     def step(self, batch: LearnerBatch) -> dict[str, float]:
-        """One optimizer step on a full training batch (gradient accumulation inside).
+        """One optimizer step on a step's batch (gradient accumulation inside).
+
+        The batch may hold fewer than N sequences (zero-variance groups skipped), in any
+        number: the last micro-batch is the accumulation boundary, whatever the count, and
+        the loss is token-level over the whole batch, so the gradient is exact.
 
         Args:
-            batch: N sequences, N = prompts_per_step * group_size, padded to T tokens.
+            batch: 1 to N sequences, N = prompts_per_step * group_size, padded to T tokens.
 
         Returns:
             Step metrics: loss, pg_loss, kl, entropy, clip_frac, ratio_mean, grad_norm, lr,
             learner_tokens (real tokens processed), learner_seconds, learner_tokens_per_s.
 
         Raises:
-            ValueError: if the batch size differs from the configured N.
+            ValueError: if the batch is empty or holds more than N sequences.
         """
-        n, mb = self.cfg.sequences_per_step, self.cfg.micro_batch_size
-        if batch.input_ids.shape[0] != n:
-            raise ValueError(f"learner expects {n} sequences per step, got {batch.input_ids.shape[0]}")
+        n, rows = self.cfg.sequences_per_step, batch.input_ids.shape[0]
+        if not 0 < rows <= n:
+            raise ValueError(f"learner expects 1 to {n} sequences per step, got {rows}")
         t0 = time.perf_counter()
         self.engine.train()
         total_tokens = float(batch.completion_mask.sum().item()) or 1.0
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
-        for micro in batch.micro_batches(mb):
+        micros = batch.micro_batches(self.cfg.micro_batch_size)
+        for i, micro in enumerate(micros):
+            # the optimizer steps after the last micro-batch, not after a fixed count of them
+            self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
             ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
             mask = micro.completion_mask.to(self.device)
             first = _first_completion_column(mask)

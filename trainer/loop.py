@@ -10,10 +10,15 @@ rendered through the model's chat template, sampled G times by the rollout engin
 by the domain's verifier, turned into group-relative advantages, and trained on by the
 DeepSpeed learner; the new weights go into the running engine in place.
 
+Each task's level comes from its domain's range in the mix: uniform, or the domain's
+current level under `trainer.curriculum` (`curriculum: true`). Groups whose rewards are all
+equal carry no GRPO signal; `zero_variance` keeps them (advantage 0), skips them, or
+resamples their tasks (DAPO's dynamic sampling, Yu et al., 2025, arXiv:2503.14476).
+
 Sandboxed domains (humaneval, terminal_*) are scored through a `trainer.episodes.SandboxRuntime`
 opened for the run when its mix needs one.
 
-Not covered: asynchronous (off-policy) overlap, curriculum.
+Not covered: asynchronous (off-policy) overlap.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
@@ -29,8 +35,9 @@ import torch
 
 from backend.config import RunConfig
 from backend.domains import Task, build_messages, get_domain, train_seed
-from backend.errors import ConfigError
+from backend.errors import ConfigError, GenerationTimeout
 from trainer.algorithms.grpo import group_advantages
+from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
 from trainer.types import LearnerBatch, Sample
 
@@ -47,12 +54,44 @@ def render_prompt(tokenizer, task: Task) -> tuple[str, list[int]]:
     return text, tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def sample_tasks(cfg: RunConfig, rng: random.Random, k: int) -> list[Task]:
-    """Draw `k` training tasks from the mix: a domain by weight, then a training seed."""
-    names = list(cfg.domains)
-    weights = [cfg.domains[n] for n in names]
-    picks = rng.choices(names, weights=weights, k=k)
-    return [get_domain(n).make_task(train_seed(rng), cfg.difficulty) for n in picks]
+def sample_tasks(cfg: RunConfig, rng: random.Random, k: int, curriculum: Curriculum | None = None) -> list[Task]:
+    """Draw `k` training tasks from the mix (`cfg.domain_specs()`).
+
+    Each task: a domain by weight, then its level (the curriculum's level for the domain
+    if `curriculum` is given, else uniform over the domain's [lo, hi] range), then a
+    training seed. Deterministic for a given `rng` state.
+
+    Raises:
+        ConfigError: the run's mix is not resolved yet.
+    """
+    specs = cfg.domain_specs()
+    names = list(specs)
+    picks = rng.choices(names, weights=[specs[n][0] for n in names], k=k)
+    tasks = []
+    for name in picks:
+        _, lo, hi = specs[name]
+        if curriculum is not None:
+            level = curriculum.level(name)
+        else:  # a one-level range draws nothing, so fixed-difficulty runs keep their task stream
+            level = lo if lo == hi else rng.randint(lo, hi)
+        tasks.append(_make_task(get_domain(name), rng, level))
+    return tasks
+
+
+def _make_task(domain, rng: random.Random, level: int, attempts: int = 3) -> Task:
+    """A training task of `domain` at `level`; a seed whose generation times out (some
+    upstream generators loop on rare seeds) is replaced by a fresh one, up to `attempts`.
+
+    Raises:
+        GenerationTimeout: every attempt timed out.
+    """
+    for attempt in range(attempts):
+        try:
+            return domain.make_task(train_seed(rng), level)
+        except GenerationTimeout:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_tokens: int,
@@ -111,6 +150,21 @@ def _score(samples: list[Sample], tasks: dict[int, Task], runtime) -> None:
             s.reward, s.fault = float(reward), s.breakdown.get("fault")
 
 
+def by_group(samples: list[Sample]) -> dict[int, list[Sample]]:
+    """Samples keyed by their `group`, in order of first appearance."""
+    out: dict[int, list[Sample]] = defaultdict(list)
+    for s in samples:
+        out[s.group].append(s)
+    return dict(out)
+
+
+def zero_variance(group: list[Sample]) -> bool:
+    """True if a group gives GRPO no signal: its scored (fault-free) rewards are all equal,
+    or fewer than two of its samples were scored."""
+    rewards = [s.reward for s in group if s.fault is None]
+    return len(rewards) < 2 or len(set(rewards)) == 1
+
+
 def assign_advantages(samples: list[Sample], group_size: int, algorithm: str) -> int:
     """Fill `Sample.advantage` group by group (GRPO or Dr. GRPO).
 
@@ -120,15 +174,12 @@ def assign_advantages(samples: list[Sample], group_size: int, algorithm: str) ->
     Returns:
         The number of groups whose scored rewards were all equal (no GRPO signal).
     """
-    by_group: dict[int, list[Sample]] = defaultdict(list)
-    for s in samples:
-        by_group[s.group].append(s)
     zero_var = 0
-    for group in by_group.values():
+    for group in by_group(samples).values():
         scored = [s for s in group if s.fault is None]
         for s in group:
             s.advantage = 0.0
-        if len(scored) < 2 or len({s.reward for s in scored}) == 1:
+        if zero_variance(group):
             zero_var += 1
             continue
         rewards = torch.tensor([[s.reward for s in scored]], dtype=torch.float32)
@@ -152,7 +203,7 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
         if not n:
             continue
         out[f"reward/{key}"] = sum(s.reward for s in group) / n
-        out[f"accuracy/{key}"] = sum(float(s.breakdown.get("correct", 0.0)) >= 0.999 for s in group) / n
+        out[f"accuracy/{key}"] = sum(passed(s) for s in group) / n
         out[f"format/{key}"] = sum(float(s.breakdown.get("format", 0.0)) for s in group) / n
         out[f"response_length/{key}"] = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids))
                                             for s in group) / n
@@ -173,10 +224,12 @@ def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
 
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,
                    runtime=None) -> dict:
-    """Greedy held-out evaluation of every domain in the mix; results go to the store."""
+    """Greedy held-out evaluation of every domain in the mix, each at the lowest level of its
+    range; results go to the store."""
     from trainer.evaluate import evaluate
 
-    results = evaluate(engine, tokenizer, list(cfg.domains), cfg.eval_tasks_per_domain, cfg.difficulty,
+    levels = {d: lo for d, (_, lo, _) in cfg.domain_specs().items()}
+    results = evaluate(engine, tokenizer, cfg.domain_list, cfg.eval_tasks_per_domain, levels,
                        cfg.eval_max_new_tokens, runtime=runtime, cfg=cfg)
     for domain, r in results.items():
         store.record_evaluation(run_id, phase, domain, r["n"], r["accuracy"], r["mean_reward"], r["format_rate"], model)
@@ -205,6 +258,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     rng = random.Random(cfg.seed)
+    curriculum = Curriculum.from_config(cfg) if cfg.curriculum else None
     engine_kw = {}
     if cfg.rollout_engine == "vllm":
         engine_kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
@@ -220,7 +274,8 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
             ckpt_root = checkpoint_dir(cfg, run_id)
             for step in range(1, cfg.steps + 1):
-                metrics = train_step(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, step, runtime)
+                metrics = train_step(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, step, runtime,
+                                     curriculum)
                 if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
                     path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer)
                     store.record_checkpoint(run_id, step, str(path))
@@ -238,38 +293,121 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 store.record_pool_state(run_id, {**runtime.pool.state(), "idle": 0, "busy": 0}, status="closed")
 
 
+@dataclass
+class StepGroups:
+    """The groups of one step after zero-variance handling (see `collect_groups`).
+
+    Attributes:
+        samples: the step's final `prompts_per_step` groups (a resampled group's last
+            replacement in its place), advantages set: what the store records.
+        batch: the samples the learner trains on: `samples` minus the skipped groups; may be
+            empty (then the step takes no learner step).
+        rolled: every sample rolled out in the step, replaced groups included (rollout
+            metrics, the curriculum's pass rates, sandbox executions).
+        metrics: ``zero_variance/*`` metrics (shares in [0, 1], counts of groups or samples).
+    """
+
+    samples: list[Sample]
+    batch: list[Sample]
+    rolled: list[Sample]
+    metrics: dict[str, float]
+
+
+def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task]], list[Sample]],
+                   curriculum: Curriculum | None = None) -> StepGroups:
+    """Sample a step's tasks, roll them out with `play` and treat zero-variance groups as
+    `cfg.zero_variance` says.
+
+    keep: they stay in the batch with advantage 0. skip: they leave the learner batch (their
+    trajectories are still recorded). resample: their tasks are redrawn and rolled out
+    again, up to `cfg.max_resample_rounds` rounds, and whatever is still zero-variance is
+    skipped (DAPO's dynamic sampling, arXiv:2503.14476).
+
+    Args:
+        play: k tasks -> k * group_size scored samples with `group` 0..k-1 (e.g. `rollout`).
+        curriculum: sets each domain's level (see `sample_tasks`).
+
+    Returns:
+        The final groups, the learner batch, every rolled-out sample and the metrics
+        ``zero_variance/groups`` (share of the originally sampled groups with zero variance,
+        also as ``zero_variance_groups``), ``zero_variance/<domain>`` (that share per domain),
+        ``zero_variance/resampled`` (groups redrawn, all rounds), ``zero_variance/skipped``
+        (groups left out of the batch) and ``zero_variance/discarded_samples`` (rolled out,
+        replaced, not recorded).
+    """
+    rolled = play(sample_tasks(cfg, rng, cfg.prompts_per_step, curriculum))
+    assign_advantages(rolled, cfg.group_size, cfg.algorithm)
+    groups = by_group(rolled)
+    zero = sorted(g for g, group in groups.items() if zero_variance(group))
+    domains: dict[str, list[bool]] = defaultdict(list)
+    for g, group in groups.items():
+        domains[group[0].domain].append(g in zero)
+    metrics = {"zero_variance/groups": len(zero) / len(groups), "zero_variance_groups": len(zero) / len(groups)}
+    metrics.update({f"zero_variance/{d}": sum(z) / len(z) for d, z in sorted(domains.items())})
+    resampled = 0
+    for _ in range(cfg.max_resample_rounds if cfg.zero_variance == "resample" else 0):
+        if not zero:
+            break
+        fresh = play(sample_tasks(cfg, rng, len(zero), curriculum))
+        for s in fresh:
+            s.group = zero[s.group]  # take the place of the group it replaces
+        assign_advantages(fresh, cfg.group_size, cfg.algorithm)
+        rolled = rolled + fresh
+        resampled += len(zero)
+        groups.update(by_group(fresh))
+        zero = [g for g in zero if zero_variance(groups[g])]
+    skipped = set() if cfg.zero_variance == "keep" else set(zero)
+    samples = [s for g in sorted(groups) for s in groups[g]]
+    metrics.update({"zero_variance/resampled": float(resampled), "zero_variance/skipped": float(len(skipped)),
+                    "zero_variance/discarded_samples": float(len(rolled) - len(samples))})
+    return StepGroups(samples, [s for s in samples if s.group not in skipped], rolled, metrics)
+
+
 def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, pad_id: int,
-               store, run_id: str, step: int, runtime=None) -> dict[str, float]:
+               store, run_id: str, step: int, runtime=None, curriculum: Curriculum | None = None) -> dict[str, float]:
     """One training step; writes its trajectories, metrics and sandbox executions and
-    returns the metrics."""
+    returns the metrics.
+
+    Rollout metrics are over every sample rolled out (resampled groups included), the
+    recorded trajectories are the step's final groups. When zero-variance handling leaves
+    the batch empty, the learner step and the weight sync are skipped (``learner_sequences``
+    is 0). With a `curriculum`, it is updated with the step's samples and its state
+    (``curriculum/level/<domain>``, ``curriculum/pass_rate/<domain>``) joins the metrics.
+    """
     t0 = time.perf_counter()
-    tasks = sample_tasks(cfg, rng, cfg.prompts_per_step)
-    samples = rollout(engine, tokenizer, tasks, cfg.group_size, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
-                      runtime=runtime, cfg=cfg)
-    t1 = time.perf_counter()
-    zero_var = assign_advantages(samples, cfg.group_size, cfg.algorithm)
-    t2 = time.perf_counter()
-    learn = learner.step(LearnerBatch.from_samples(samples, pad_id))
+
+    def play(tasks: list[Task]) -> list[Sample]:
+        return rollout(engine, tokenizer, tasks, cfg.group_size, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
+                       runtime=runtime, cfg=cfg)
+
+    got = collect_groups(cfg, rng, play, curriculum)
+    t1 = t2 = time.perf_counter()
+    learn = {}
+    if got.batch:
+        learn = learner.step(LearnerBatch.from_samples(got.batch, pad_id))
+        t2 = time.perf_counter()
+        engine.update_weights(learner.named_weights())
     t3 = time.perf_counter()
-    engine.update_weights(learner.named_weights())
-    t4 = time.perf_counter()
-    gen_tokens = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids)) for s in samples)
-    metrics = rollout_metrics(samples)
+    gen_tokens = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids)) for s in got.rolled)
+    metrics = rollout_metrics(got.rolled)
     metrics.update(learn)
+    metrics.update(got.metrics)
+    if curriculum is not None:
+        curriculum.update(got.rolled)
+        metrics.update(curriculum.state())
     metrics.update({
-        "zero_variance_groups": zero_var / cfg.prompts_per_step,
+        "learner_sequences": float(len(got.batch)),
         "rollout_tokens": float(gen_tokens),
         "rollout_tokens_per_s": gen_tokens / max(t1 - t0, 1e-9),
         "time/generate": t1 - t0,
-        "time/advantage": t2 - t1,
-        "time/learn": t3 - t2,
-        "time/sync": t4 - t3,
-        "time/step": t4 - t0,
+        "time/learn": t2 - t1,
+        "time/sync": t3 - t2,
+        "time/step": t3 - t0,
     })
-    executions = sandbox_executions(samples, runtime)
+    executions = sandbox_executions(got.rolled, runtime)
     if runtime is not None:
         metrics.update(sandbox_metrics(executions, runtime))
-    store.record_trajectories(run_id, step, samples)
+    store.record_trajectories(run_id, step, got.samples)
     store.record_metrics(run_id, step, metrics)
     store.record_sandbox_executions(executions, run_id=run_id, step=step)
     if runtime is not None:

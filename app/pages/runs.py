@@ -1,4 +1,5 @@
-"""Runs page: the table of runs, and for one run its status, curves, evaluation, checkpoints.
+"""Runs page: the table of runs, and for one run its status, curves (overall and per
+domain), evaluation, checkpoints.
 
 UI only: data comes from `backend.views` and `Store` verbs through cached loaders. A live
 run's panel refreshes itself every few seconds. Starting and stopping runs is not here
@@ -83,6 +84,24 @@ def show_curves(path: str, run_id: str) -> None:
             st.plotly_chart(fig, key="runs_chart_other")
 
 
+def show_domains(path: str, run_id: str) -> None:
+    """Per-domain curves (reward, pass rate, length, zero-variance share, curriculum level)
+    for the domains picked; nothing for runs without per-domain metrics."""
+    frame = load_metrics(path, run_id)
+    domains = views.metric_domains(frame)
+    if not domains:
+        return
+    st.subheader("Per domain")
+    picked = st.multiselect("Domains", domains, default=domains, key=f"runs_domains_{run_id}")
+    if not picked:
+        st.caption("Pick one or more domains to plot.")
+        return
+    cols = st.columns(2)
+    for i, (title, data) in enumerate(views.domain_panels(frame, picked).items()):
+        with cols[i % 2]:
+            st.plotly_chart(line_chart(data, title, height=320), key=f"runs_domain_chart_{i}")
+
+
 def show_run(path: str, run_id: str) -> None:
     """Everything about one run; drawn inside a fragment so a live run refreshes alone."""
     run = load_run(path, run_id)
@@ -93,6 +112,7 @@ def show_run(path: str, run_id: str) -> None:
     with st.expander("Config"):
         st.json(run["config"])
     show_curves(path, run_id)
+    show_domains(path, run_id)
 
     evals = load_evaluations(path, run_id)
     if not evals.empty:

@@ -1,8 +1,8 @@
 """Fixtures for the page tests: a store filled through the `Store` API.
 
 `filled_db` is a stand-in until a tiny real training run fills the database; it has a
-completed run (metrics, trajectories, evaluations, checkpoints), a failed run and a
-pending run with nothing recorded.
+completed run (metrics overall and per domain, trajectories, evaluations, checkpoints), a
+failed run and a pending run with nothing recorded.
 """
 
 from pathlib import Path
@@ -48,6 +48,11 @@ def filled_db(tmp_path) -> Path:
                 "reward/chain_sum": 0.05 * step, "kl": 0.01 * step, "response_length": 20 - step,
                 "rollout_tokens_per_s": 100.0, "learner_tokens_per_s": 300.0,
                 "entropy": 1.0 / step, "loss": -0.1 * step,
+                "zero_variance/groups": 0.5, "zero_variance_groups": 0.5,  # old name, kept for old pages
+                **{f"{kind}/{d}": 0.1 * step * (i + 1)
+                   for i, d in enumerate(DOMAINS) for kind in ("accuracy", "response_length", "zero_variance",
+                                                               "curriculum/pass_rate")},
+                **{f"curriculum/level/{d}": float(min(step, 2 + i)) for i, d in enumerate(DOMAINS)},
             })
             store.heartbeat(rid, step=step)
         store.record_checkpoint(rid, 3, str(tmp_path / "ckpt" / "step-3"))

@@ -1,5 +1,6 @@
 """The pages render with AppTest on an empty and on a filled store, and show details on pick."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,13 +50,49 @@ def test_runs_page_shows_selected_run(filled_db, monkeypatch):
     text = _texts(at)
     assert "completed" in text and "3 / 3" in text
     assert "Evaluation" in text and "Checkpoints" in text
-    assert any(e.label.startswith("Other metrics (2)") for e in at.expander)
-    assert len(at.get("plotly_chart")) == 5  # reward, kl, length, throughput + other
+    assert any(e.label.startswith("Other metrics (2)") for e in at.expander)  # entropy, loss
+    # overall: reward, kl, length, zero-variance, throughput + other; per domain: reward, pass rate,
+    # length, zero-variance, curriculum level and pass rate
+    assert len(at.get("plotly_chart")) == 6 + 6
 
     at.selectbox(key="runs_run").select(_run_id(filled_db, "broken")).run()
     assert not at.exception
     assert "rollout engine died" in at.error[0].value
     assert any(e.label == "Traceback" for e in at.expander)
+
+
+def _domain_chart_lines(at: AppTest) -> dict[str, set[str]]:
+    """Per-domain chart title -> the names of its lines."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        if chart.proto.id and "runs_domain_chart" in chart.proto.id:
+            fig = json.loads(chart.proto.spec)
+            out[fig["layout"]["title"]["text"]] = {trace["name"] for trace in fig["data"]}
+    return out
+
+
+def test_runs_page_per_domain_section(filled_db, monkeypatch):
+    demo = _run_id(filled_db, "demo")
+    at = _app(filled_db, monkeypatch)
+    at.selectbox(key="runs_run").select(demo).run()
+    assert not at.exception
+    assert "Per domain" in [h.value for h in at.subheader]
+    picker = at.multiselect(key=f"runs_domains_{demo}")
+    assert picker.options == ["basic_arithmetic", "chain_sum"] and picker.value == picker.options
+    lines = _domain_chart_lines(at)
+    assert set(lines) == {"Reward", "Pass rate", "Response length (tokens)", "Zero-variance groups (share)",
+                          "Curriculum level", "Curriculum pass rate (window)"}
+    assert all(names == {"basic_arithmetic", "chain_sum"} for names in lines.values())
+
+    picker.unselect("basic_arithmetic").run()
+    assert not at.exception
+    assert all(names == {"chain_sum"} for names in _domain_chart_lines(at).values())
+    at.multiselect(key=f"runs_domains_{demo}").unselect("chain_sum").run()
+    assert not _domain_chart_lines(at) and "Pick one or more domains" in _texts(at)
+
+    # a run without per-domain metrics (an old or failed run) has no such section
+    at.selectbox(key="runs_run").select(_run_id(filled_db, "broken")).run()
+    assert not at.exception and "Per domain" not in [h.value for h in at.subheader]
 
 
 def test_runs_page_pending_run_without_data(filled_db, monkeypatch):

@@ -36,9 +36,9 @@ def test_metric_panels_split_known_and_other(store):
         store.record_metrics(rid, step, {"reward/mean": 0.1, "reward/chain_sum": 0.2, "kl": 0.0,
                                          "rollout_tokens_per_s": 9.0, "loss": 1.0})
     panels, other = views.metric_panels(views.metrics_frame(store, rid))
-    assert list(panels) == ["Reward (mean and per domain)", "KL to reference", "Throughput (tokens/s)"]
-    assert panels["Reward (mean and per domain)"]["name"].unique().tolist() == ["reward/mean", "reward/chain_sum"]
-    assert other["name"].unique().tolist() == ["loss"]
+    assert list(panels) == ["Reward and pass rate (mean)", "KL to reference", "Throughput (tokens/s)"]
+    assert panels["Reward and pass rate (mean)"]["name"].unique().tolist() == ["reward/mean"]
+    assert other["name"].unique().tolist() == ["loss"]  # reward/chain_sum is in the per-domain charts
     panels, other = views.metric_panels(views.metrics_frame(store, store.create_run("e", {}, 1)))
     assert panels == {} and other.empty
 
@@ -51,3 +51,25 @@ def test_evaluation_table_orders_phases(store):
     table = views.evaluation_table(store, rid)
     assert list(table.columns) == ["domain", "before", "step-2", "step-10", "after", "change", "n"]
     assert table.iloc[0]["change"] == pytest.approx(0.3)
+
+
+def test_domain_panels_one_line_per_picked_domain(store):
+    rid = store.create_run("demo", {}, 2)
+    for step in (1, 2):
+        store.record_metrics(rid, step, {
+            "reward/mean": 0.1, "accuracy/mean": 0.2, "reward/chain_sum": 0.2, "reward/leg_counting": 0.3,
+            "accuracy/chain_sum": 0.5, "zero_variance/chain_sum": 0.25, "zero_variance/groups": 0.25,
+            "zero_variance_groups": 0.25, "zero_variance/skipped": 1.0, "curriculum/level/leg_counting": 2.0})
+    frame = views.metrics_frame(store, rid)
+    assert views.metric_domains(frame) == ["chain_sum", "leg_counting"]
+    panels = views.domain_panels(frame, ["chain_sum", "leg_counting"])
+    assert list(panels) == ["Reward", "Pass rate", "Zero-variance groups (share)", "Curriculum level"]
+    assert panels["Reward"]["name"].tolist() == ["chain_sum"] * 2 + ["leg_counting"] * 2
+    assert panels["Reward"]["step"].tolist() == [1, 2, 1, 2]
+    assert list(views.domain_panels(frame, ["leg_counting"])) == ["Reward", "Curriculum level"]
+    top, other = views.metric_panels(frame)
+    assert top["Reward and pass rate (mean)"]["name"].unique().tolist() == ["reward/mean", "accuracy/mean"]
+    assert "Zero-variance groups (share)" in top
+    assert other["name"].unique().tolist() == ["zero_variance/skipped"]  # old zero_variance_groups hidden
+    empty = views.metrics_frame(store, store.create_run("e", {}, 1))
+    assert views.metric_domains(empty) == [] and views.domain_panels(empty, []) == {}

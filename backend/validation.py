@@ -1,0 +1,448 @@
+"""Domain validation: is a domain's reward automatic, its environment stable, its tasks diverse?
+
+`validate(names)` checks each domain at every difficulty level and returns one report
+per domain (stored by `rlwb domains validate`; a domain whose latest report failed can't
+join a mix). Per level:
+
+- **generation**: `n_tasks` tasks from consecutive training seeds; mean generation time
+  per task in CPU seconds of the validating thread, so load from other processes doesn't
+  count (a level slower than `MAX_GEN_S_PER_TASK` fails: it can't feed rollouts).
+- **diversity**: distinct tasks per 100 (question, answer and environment such as a
+  terminal task's files; fails below `MIN_DISTINCT_PER_100`), distinct prompts per 100,
+  and the prompt-length distribution in characters (min, p10, p50, p90, max).
+- **determinism**: the first seeds regenerated from a fresh generator give the same tasks;
+  `validate` also regenerates them in a child process with another PYTHONHASHSEED (set
+  iteration order differs there), so hidden dependence on hash order is caught.
+- **verifier** on `n_verify` tasks: the reference answer, written in the domain's answer
+  format, must pass (correct = 1, reward = 1); wrong answers (other tasks' reference
+  answers that differ) must not pass; blank answers ("", "Answer:", empty tags) and
+  malformed ones (no answer marker, control characters, over-long text, None) must get
+  reward 0; the verifier must never raise (a raising verifier is counted).
+
+Sandboxed domains (humaneval, terminal_*) are verified in a sandbox pool of the requested
+backend: reference solutions must pass, empty and wrong ones fail. Without a sandbox
+backend they fail validation with that reason (they can't be trained here either).
+
+    reports = validate(["chain_sum", "maze"], n_tasks=100)
+    reports[0]["passed"], reports[0]["reasons"]      # True, []
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from backend.domains import MAX_COMPLETION_CHARS, RG_VERSION, Task, get_domain
+
+MIN_DISTINCT_PER_100 = 20  # fewer distinct prompts per 100 tasks is too little diversity
+MAX_GEN_S_PER_TASK = 1.0  # CPU seconds; slower generation can't keep up with rollouts
+LEVEL_TIME_BUDGET_S = 30.0  # stop generating a level's tasks after this long (report what was made)
+DETERMINISM_SEEDS = (0, 1, 2)
+
+
+def task_digest(task: Task) -> str:
+    """SHA-256 (hex, 16 chars) of a task's question, answer and entry."""
+    blob = json.dumps([task.question, task.answer, task.entry], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def task_digests(names: list[str], seeds: tuple[int, ...] = DETERMINISM_SEEDS) -> dict[str, dict[str, list[str]]]:
+    """{domain: {level: [digest of each seed]}}; errors are recorded as "error: ..."."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for name in names:
+        d = get_domain(name)
+        out[name] = {}
+        for level in d.levels:
+            try:
+                out[name][str(level)] = [task_digest(d.make_task(s, level)) for s in seeds]
+            except Exception as e:  # noqa: BLE001 - reported, compared as a mismatch
+                out[name][str(level)] = [f"error: {type(e).__name__}"]
+    return out
+
+
+def cross_process_digests(names: list[str], timeout_s: float = 900.0) -> dict | None:
+    """`task_digests` computed in a child interpreter with a different PYTHONHASHSEED.
+
+    Returns:
+        The child's digests, or None if it failed (the reports then say so).
+    """
+    env = {**os.environ, "PYTHONHASHSEED": str(int.from_bytes(os.urandom(2), "big") + 1)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "backend.validation", *names], env=env, capture_output=True,
+                              text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _quantiles(values: list[int]) -> dict[str, float]:
+    if not values:
+        return {}
+    qs = statistics.quantiles(values, n=10, method="inclusive") if len(values) > 1 else [values[0]] * 9
+    return {"min": min(values), "p10": qs[0], "p50": statistics.median(values), "p90": qs[8], "max": max(values),
+            "mean": round(statistics.fmean(values), 1)}
+
+
+def _blank_and_malformed(domain, task: Task) -> tuple[list[str], list[Any]]:
+    answer = task.answer
+    blank = ["", "Answer:", "<answer></answer>", "<answer>   </answer>"]
+    malformed = [
+        None,
+        f"the result is {answer}",  # no answer marker
+        f"Answer: {answer}\x00",  # control character
+        f"<answer>{answer}\x07</answer>",
+        "Answer: \ud800",  # lone surrogate
+        "x" * (MAX_COMPLETION_CHARS + 1) + domain.wrap_answer(answer),  # over-long
+    ]
+    return blank, malformed
+
+
+def _numerically_close(a: str, b: str, rel: float = 1e-3) -> bool:
+    """True if both parse as numbers within `rel` relative difference (verifiers accept a
+    tolerance, so such an answer is not a wrong one)."""
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= rel * max(abs(x), abs(y), 1e-12)
+
+
+def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
+    """Verifier checks of an in-process domain on the first n_verify tasks."""
+    ref_pass = wrong_rejected = wrong_n = blank_zero = blank_n = bad_zero = bad_n = errors = 0
+    partial: list[float] = []
+    problems: list[str] = []
+    answers = [t.answer for t in tasks]
+    for task in tasks[:n_verify]:
+        if domain.answer_format == "line" and "\n" in task.answer.strip():
+            problems.append(f"seed {task.seed}: the reference answer spans lines but the domain asks for one line")
+        reward, b = domain.score(task, domain.reference_completion(task))
+        errors += "verifier_error" in b
+        if reward == 1.0 and b.get("correct") == 1.0:
+            ref_pass += 1
+        elif len(problems) < 5:
+            problems.append(f"seed {task.seed}: reference answer {task.answer[:60]!r} scored {b.get('score', 0):.2f}")
+        wrong = [a for a in dict.fromkeys(answers)
+                 if a.strip() != task.answer.strip() and not _numerically_close(a, task.answer)][:2]
+        for a in wrong:
+            reward, b = domain.score(task, domain.wrap_answer(a))
+            errors += "verifier_error" in b
+            wrong_n += 1
+            partial.append(float(b.get("score", 0.0)))
+            if b.get("correct") == 0.0:
+                wrong_rejected += 1
+            elif len(problems) < 5:
+                problems.append(f"seed {task.seed}: wrong answer {a[:40]!r} passed (reference {task.answer[:40]!r})")
+        blank, malformed = _blank_and_malformed(domain, task)
+        for text in blank:
+            blank_n += 1
+            blank_zero += domain.score(task, text)[0] == 0.0
+        for text in malformed:
+            bad_n += 1
+            bad_zero += domain.score(task, text)[0] == 0.0
+    n = min(n_verify, len(tasks))
+    if blank_zero < blank_n:
+        problems.append(f"{blank_n - blank_zero} of {blank_n} blank answers got a reward above 0")
+    if bad_zero < bad_n:
+        problems.append(f"{bad_n - bad_zero} of {bad_n} malformed answers got a reward above 0")
+    if wrong_n == 0 and n:
+        problems.append("no wrong answer to try: every task has the same reference answer")
+    return {"reference_pass": ref_pass, "reference_n": n, "wrong_rejected": wrong_rejected, "wrong_n": wrong_n,
+            "wrong_partial_score_mean": round(statistics.fmean(partial), 3) if partial else None,
+            "blank_zero": blank_zero, "blank_n": blank_n, "malformed_zero": bad_zero, "malformed_n": bad_n,
+            "verifier_errors": errors, "problems": problems}
+
+
+def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict:
+    """Verifier checks of a sandboxed domain (humaneval or terminal_*) in `pool`."""
+    from backend.terminal_env import TerminalEnv, terminal_task
+
+    ref_pass = wrong_rejected = wrong_n = blank_zero = blank_n = 0
+    problems: list[str] = []
+    sample = tasks[:n_verify]
+    if domain.kind == "multi_turn":
+        with pool.lease() as sb:
+            env = TerminalEnv(sb, max_turns=16)
+            for task in sample:
+                cases = {"reference": [f"```bash\n{c}\n```" for c in task.entry["reference"]],
+                         "wrong": ["```bash\necho hello > greeting.txt\n```"], "blank": [],
+                         "malformed": ["I would run some commands here."]}
+                for kind, turns in cases.items():
+                    env.reset(options={"task": terminal_task(task)})
+                    reward, done = 0.0, False
+                    for turn in [*turns, "DONE"]:
+                        _, reward, term, trunc, _ = env.step(turn)
+                        if term or trunc:
+                            break
+                    if kind == "reference":
+                        ref_pass += reward == 1.0
+                    elif kind == "wrong":
+                        wrong_n += 1
+                        wrong_rejected += reward == 0.0
+                    else:
+                        blank_n += 1
+                        blank_zero += reward == 0.0
+    else:
+        from sandboxes.pool import Scheduler
+
+        others = [t for t in tasks if t.entry["task_id"] != sample[0].entry["task_id"]] if sample else []
+        cases = []
+        for i, task in enumerate(sample):
+            other = next((o for o in others if o.entry["task_id"] != task.entry["task_id"]), None)
+            cases += [("reference", task, task.answer), ("blank", task, ""),
+                      ("malformed", task, "```python\ndef broken(:\n```")]
+            if other is not None:
+                cases.append(("wrong", task, other.answer))
+        sched = Scheduler(pool)
+        try:
+            results = sched.run([domain.verification_job(t, c) for _, t, c in cases])
+        finally:
+            sched.close()
+        for (kind, task, completion), res in zip(cases, results):
+            reward, b = domain.score_result(task, completion, res)
+            if b.get("fault"):
+                problems.append(f"harness fault on {task.entry['task_id']}: {b.get('error', '')[:100]}")
+            elif kind == "reference":
+                ref_pass += reward == 1.0
+            elif kind == "wrong":
+                wrong_n += 1
+                wrong_rejected += reward == 0.0
+            else:
+                blank_n += 1
+                blank_zero += reward == 0.0
+    n = len(sample)
+    if ref_pass < n:
+        problems.append(f"{n - ref_pass} of {n} reference solutions did not pass")
+    if blank_zero < blank_n:
+        problems.append(f"{blank_n - blank_zero} of {blank_n} empty or malformed answers got a reward above 0")
+    return {"reference_pass": ref_pass, "reference_n": n, "wrong_rejected": wrong_rejected, "wrong_n": wrong_n,
+            "blank_zero": blank_zero, "blank_n": blank_n, "malformed_zero": 0, "malformed_n": 0,
+            "verifier_errors": 0, "problems": problems}
+
+
+def validate_domain(name: str, n_tasks: int = 100, n_verify: int = 5, pool=None,
+                    sandbox_note: str = "") -> dict:
+    """Validate one domain at every level (see the module docstring).
+
+    Args:
+        name: A registered domain.
+        n_tasks: Tasks generated per level for diversity and prompt lengths (>= 2).
+        n_verify: Tasks per level whose verifier is exercised.
+        pool: A `sandboxes.pool.SandboxPool` for sandboxed domains (None: they fail with
+            `sandbox_note` as the reason).
+
+    Returns:
+        The report: {"domain", "passed", "reasons": [str], "levels": [per-level dicts],
+        "duration_s", "reasoning_gym", "n_tasks", "kind", "family"}.
+
+    Raises:
+        DomainNotFound: unknown name.
+    """
+    domain = get_domain(name)
+    t0 = time.perf_counter()
+    reasons: list[str] = []
+    levels = []
+    for level in domain.levels:
+        row: dict[str, Any] = {"level": level}
+        tasks: list[Task] = []
+        start, cpu_start = time.perf_counter(), time.thread_time()
+        try:
+            for seed in range(n_tasks):
+                tasks.append(domain.make_task(seed, level))
+                if time.perf_counter() - start > LEVEL_TIME_BUDGET_S and len(tasks) >= 2:
+                    break
+        except Exception as e:  # noqa: BLE001 - any generator failure is the finding
+            reasons.append(f"level {level}: generation failed at seed {len(tasks)}: {type(e).__name__}: {e}"[:300])
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+            levels.append(row)
+            continue
+        # CPU time of this thread: other work on a shared machine doesn't inflate it
+        gen_s = (time.thread_time() - cpu_start) / max(len(tasks), 1)
+        prompts = [t.question for t in tasks]
+        row.update(n=len(tasks), gen_ms_per_task=round(gen_s * 1000, 2),
+                   distinct_per_100=round(100 * len({task_digest(t) for t in tasks}) / len(tasks), 1),
+                   distinct_prompts_per_100=round(100 * len(set(prompts)) / len(prompts), 1),
+                   prompt_chars=_quantiles([len(p) for p in prompts]))
+        if gen_s > MAX_GEN_S_PER_TASK:
+            reasons.append(f"level {level}: generation takes {gen_s:.2f} s per task (limit {MAX_GEN_S_PER_TASK} s)")
+        if row["distinct_per_100"] < MIN_DISTINCT_PER_100 and len(tasks) >= 20:
+            reasons.append(f"level {level}: only {row['distinct_per_100']:.0f} distinct tasks per 100 "
+                           f"(need {MIN_DISTINCT_PER_100})")
+        _reset_caches()
+        try:
+            again = [task_digest(domain.make_task(s, level)) for s in DETERMINISM_SEEDS]
+            row["deterministic"] = again == [task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
+        except Exception:  # noqa: BLE001
+            row["deterministic"] = False
+        if not row["deterministic"]:
+            reasons.append(f"level {level}: the same seed gave different tasks after a fresh start")
+        if domain.needs_sandbox:
+            if pool is None:
+                row["verifier"] = "not run"
+                reasons.append(f"level {level}: verifier not exercised: {sandbox_note or 'no sandbox backend'}")
+                levels.append(row)
+                continue
+            checks = _check_sandbox_level(domain, tasks, n_verify, pool)
+        else:
+            checks = _check_rg_level(domain, tasks, n_verify)
+        row.update(checks)
+        if checks["reference_pass"] < checks["reference_n"]:
+            reasons.append(f"level {level}: {checks['reference_n'] - checks['reference_pass']} of "
+                           f"{checks['reference_n']} reference answers did not pass")
+        if checks["wrong_rejected"] < checks["wrong_n"]:
+            reasons.append(f"level {level}: {checks['wrong_n'] - checks['wrong_rejected']} of {checks['wrong_n']} "
+                           "wrong answers passed")
+        reasons += [f"level {level}: {p}" for p in checks["problems"]
+                    if "reference answer" not in p and "wrong answer" not in p and "reference solutions" not in p]
+        levels.append(row)
+    return {"domain": name, "family": domain.family, "kind": domain.kind, "passed": not reasons,
+            "reasons": _dedupe(reasons), "levels": levels, "n_tasks": n_tasks,
+            "duration_s": round(time.perf_counter() - t0, 2), "reasoning_gym": RG_VERSION}
+
+
+def _dedupe(reasons: list[str]) -> list[str]:
+    return list(dict.fromkeys(reasons))
+
+
+def _reset_caches() -> None:
+    """Forget built generators so the next task comes from a fresh instance."""
+    from backend import domains
+
+    domains._DATASETS.clear()
+
+
+def validate(names: list[str], n_tasks: int = 100, n_verify: int = 5, sandbox_backend: str | None = "docker",
+             cross_process: bool = True, progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """Validate several domains; see `validate_domain`.
+
+    Args:
+        sandbox_backend: "docker" or "local" for sandboxed domains; None skips them.
+        cross_process: Also compare task digests with a child process that uses another
+            PYTHONHASHSEED (one child for all names).
+        progress: Called with each report as it is finished.
+
+    Returns:
+        One report per name, in order; each also has "cross_process_deterministic"
+        (True/False, or None when not checked).
+
+    Raises:
+        DomainNotFound: an unknown name (before anything runs).
+    """
+    for n in names:
+        get_domain(n)
+    with ThreadPoolExecutor(1) as ex:  # the child process works while this one validates
+        pending = ex.submit(cross_process_digests, names) if cross_process else None
+        reports = _validate_all(names, n_tasks, n_verify, sandbox_backend, progress)
+        child = pending.result() if pending is not None else None
+    for r in reports:
+        if not cross_process:
+            r["cross_process_deterministic"] = None
+            continue
+        if child is None:
+            r["cross_process_deterministic"] = None
+            r["reasons"].append("cross-process determinism check did not complete")
+            r["passed"] = False
+            continue
+        mine = task_digests([r["domain"]])[r["domain"]]
+        same = child.get(r["domain"]) == mine
+        r["cross_process_deterministic"] = same
+        if not same:
+            r["reasons"].append("tasks differ between processes with different PYTHONHASHSEED (hash-order dependence)")
+            r["passed"] = False
+    return reports
+
+
+def _validate_all(names, n_tasks, n_verify, sandbox_backend, progress) -> list[dict]:
+    needs_pool = any(get_domain(n).needs_sandbox for n in names)
+    pool, note = None, ""
+    if needs_pool and sandbox_backend:
+        pool, note = _open_pool(sandbox_backend)
+    elif needs_pool:
+        note = "validation run without a sandbox backend"
+    reports = []
+    try:
+        for n in names:
+            r = validate_domain(n, n_tasks=n_tasks, n_verify=n_verify, pool=pool, sandbox_note=note)
+            reports.append(r)
+            if progress:
+                progress(r)
+    finally:
+        if pool is not None:
+            pool.close()
+    return reports
+
+
+def _open_pool(backend: str):
+    """(pool, "") or (None, why) for the sandboxed domains' verifier checks."""
+    from backend.errors import WorkbenchError
+    from sandboxes.pool import SandboxPool
+    from sandboxes.spec import SandboxSpec
+
+    try:
+        pool = SandboxPool(backend, SandboxSpec(memory_mb=256, episode_timeout_s=120), size=2,
+                           labels={"rlwb.purpose": "validation"}).start()
+        return pool, ""
+    except WorkbenchError as e:
+        return None, f"sandbox backend {backend!r} unavailable: {e}"
+
+
+def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tuple[float, dict]:
+    """Score a hand-written answer for a task, as training would (the page's
+    try-the-verifier box).
+
+    Args:
+        task: A task of any registered domain.
+        text: For single-turn domains the completion (e.g. "Answer: 7"); for humaneval the
+            code; for terminal domains shell commands, one turn per line (the episode
+            then ends with DONE).
+        sandbox_backend: Where sandboxed domains run ("docker" or "local").
+
+    Returns:
+        (reward, breakdown); for terminal domains breakdown has "check" (the checker's
+        verdict) and "turns".
+
+    Raises:
+        SandboxUnavailable: a sandboxed domain and no usable backend.
+    """
+    domain = get_domain(task.domain)
+    if not domain.needs_sandbox:
+        return domain.score(task, text)
+    from sandboxes.pool import SandboxPool, Scheduler
+    from sandboxes.spec import SandboxSpec
+
+    with SandboxPool(sandbox_backend, SandboxSpec(memory_mb=256, episode_timeout_s=60), size=1,
+                     labels={"rlwb.purpose": "try-verifier"}, gc_interval_s=0) as pool:
+        if domain.kind != "multi_turn":
+            sched = Scheduler(pool)
+            try:
+                [res] = sched.run([domain.verification_job(task, text)])
+            finally:
+                sched.close()
+            return domain.score_result(task, text, res)
+        from backend.terminal_env import TerminalEnv, terminal_task
+
+        commands = [c for c in str(text).splitlines() if c.strip()]
+        with pool.lease() as sb:
+            env = TerminalEnv(sb, max_turns=len(commands) + 1)
+            env.reset(options={"task": terminal_task(task)})
+            turns, reward, info = [], 0.0, {}
+            for turn in [*(f"```bash\n{c}\n```" for c in commands), "DONE"]:
+                _, reward, term, trunc, info = env.step(turn)
+                turns.append(info["turn"])
+                if term or trunc:
+                    break
+            return reward, {"correct": reward, "check": info.get("check"), "turns": turns}
+
+
+if __name__ == "__main__":  # child of cross_process_digests: print digests as one JSON line
+    print(json.dumps(task_digests(sys.argv[1:])))

@@ -1,0 +1,55 @@
+"""The DeepSpeed learner on batches smaller than N (zero-variance groups skipped): one
+optimizer step per call whatever the number of micro-batches, with the same gradient as
+one big micro-batch."""
+
+import pytest
+
+from backend.config import RunConfig
+from trainer.types import Completion, LearnerBatch, Sample
+
+
+def _batch(rows: int) -> LearnerBatch:
+    samples = [Sample("basic_arithmetic", i, i // 2, i % 2, "p", [1, 10 + i, 20 + i],
+                      Completion([40 + i, 50 + i, 60 + i + (i % 2)], [-2.0, -1.5, -2.5], "x", "length"),
+                      advantage=1.0 if i % 2 == 0 else -1.0)
+               for i in range(rows)]
+    return LearnerBatch.from_samples(samples, pad_id=0)
+
+
+@pytest.fixture(scope="module")
+def learners(tiny_model_dir):
+    """Two learners from the same weights, N = 4: micro-batches of 1 and of 4 sequences."""
+    from trainer.learner import DeepSpeedLearner
+
+    out = [DeepSpeedLearner(tiny_model_dir, RunConfig(
+        domains=["basic_arithmetic"], prompts_per_step=2, group_size=2, micro_batch_size=mb,
+        learning_rate=1e-3, kl_coef=0.0, model=str(tiny_model_dir))) for mb in (1, 4)]
+    yield out
+    for learner in out:
+        learner.close()
+
+
+def _max_diff(a, b) -> float:
+    sa, sb = a.module.state_dict(), b.module.state_dict()
+    return max((sa[k] - sb[k]).abs().max().item() for k in sa)
+
+
+def test_partial_batches_take_one_exact_step(learners):
+    small, big = learners
+    before = {k: v.clone() for k, v in small.module.state_dict().items()}
+    for rows, steps in ((3, 1), (4, 2), (1, 3)):  # 3 micro-batches of 1 vs one of 3; then full; then one row
+        m_small, m_big = small.step(_batch(rows)), big.step(_batch(rows))
+        assert small.engine.global_steps == big.engine.global_steps == steps
+        assert m_small["grad_norm"] == pytest.approx(m_big["grad_norm"], rel=1e-4)
+        assert m_small["loss"] == pytest.approx(m_big["loss"], rel=1e-4, abs=1e-6)
+        assert _max_diff(small, big) < 1e-5
+    moved = max((v - before[k]).abs().max().item() for k, v in small.module.state_dict().items())
+    assert moved > 1e-4, "three optimizer steps should move the weights"
+
+
+def test_empty_or_oversized_batches_are_rejected(learners):
+    small, _ = learners
+    with pytest.raises(ValueError, match="1 to 4 sequences"):
+        small.step(_batch(5))
+    with pytest.raises(ValueError, match="at least one sample"):
+        LearnerBatch.from_samples([], pad_id=0)
