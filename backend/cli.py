@@ -243,7 +243,6 @@ def cmd_domains_validate(args) -> int:
         _isolation_notice(backend)
 
     def show(r: dict) -> None:
-        store.record_validation(r)
         head = "passed" if r["passed"] else "FAILED"
         lv = ", ".join(f"L{x['level']} {x.get('distinct_per_100', 0):.0f}/100" for x in r["levels"])
         print(f"{head:<7} {r['domain']:<26} {r['duration_s']:>7.1f}s  distinct: {lv}", flush=True)
@@ -252,6 +251,11 @@ def cmd_domains_validate(args) -> int:
 
     reports = validate(names, n_tasks=args.tasks, sandbox_backend=backend, cross_process=not args.no_cross_process,
                        progress=show)
+    for r in reports:  # stored with the second-process determinism verdict, known only now
+        store.record_validation(r)
+        if r.get("cross_process_deterministic") is False or (not args.no_cross_process
+                                                             and r.get("cross_process_deterministic") is None):
+            print(f"FAILED  {r['domain']:<26} {r['reasons'][-1]}")
     failed = [r["domain"] for r in reports if not r["passed"]]
     print(f"{len(reports) - len(failed)} of {len(reports)} domains passed; reports stored in {store.path}"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

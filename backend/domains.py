@@ -118,6 +118,8 @@ class Domain:
         kind: "single_turn" here; "multi_turn" for terminal domains, "retrieval" later.
         answer_format: "line" (a final `Answer: ...` line) or "tag" (`<answer>...</answer>`,
             for answers that span lines).
+        multiple_answers: A task may have several valid answers (validation then doesn't
+            treat other tasks' answers as wrong ones).
         pooled: The generator holds a finite pool of items (built up front; indexing past
             its `size` fails), so seeds map onto the pool by `seed % len(dataset)`.
         generate: Optional custom item function `(dataset, seed, level) -> entry`; None
@@ -134,6 +136,7 @@ class Domain:
     kind: str = "single_turn"
     answer_format: str = "line"
     pooled: bool = False
+    multiple_answers: bool = False
     needs_sandbox = False
     generate: Callable[[Any, int, int], dict] | None = field(default=None, repr=False, compare=False)
 

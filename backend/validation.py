@@ -107,6 +107,18 @@ def _blank_and_malformed(domain, task: Task) -> tuple[list[str], list[Any]]:
     return blank, malformed
 
 
+def _corrupt(answer: str) -> str:
+    """The answer with its first letter or digit changed (digit + 1, letter shifted by one):
+    a near miss that must not pass."""
+    for i, ch in enumerate(answer):
+        if ch.isdigit():
+            return answer[:i] + str((int(ch) + 1) % 10) + answer[i + 1:]
+        if ch.isalpha() and ch.isascii():
+            nxt = "a" if ch == "z" else "A" if ch == "Z" else chr(ord(ch) + 1)
+            return answer[:i] + nxt + answer[i + 1:]
+    return answer + " 0"
+
+
 def _numerically_close(a: str, b: str, rel: float = 1e-3) -> bool:
     """True if both parse as numbers within `rel` relative difference (verifiers accept a
     tolerance, so such an answer is not a wrong one)."""
@@ -132,8 +144,9 @@ def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
             ref_pass += 1
         elif len(problems) < 5:
             problems.append(f"seed {task.seed}: reference answer {task.answer[:60]!r} scored {b.get('score', 0):.2f}")
-        wrong = [a for a in dict.fromkeys(answers)
-                 if a.strip() != task.answer.strip() and not _numerically_close(a, task.answer)][:2]
+        others = [] if domain.multiple_answers else answers
+        wrong = [a for a in dict.fromkeys([*others, _corrupt(task.answer)])
+                 if a.strip() and a.strip() != task.answer.strip() and not _numerically_close(a, task.answer)][-3:]
         for a in wrong:
             reward, b = domain.score(task, domain.wrap_answer(a))
             errors += "verifier_error" in b
