@@ -219,7 +219,13 @@ def cmd_domains_show(args) -> int:
     for level, note in d.level_notes.items():
         print(f"{'level ' + str(level):>12}: {note}")
     for seed in range(args.examples):
-        task = d.make_task(seed, args.level or min(d.levels))
+        try:
+            task = d.make_task(seed, args.level or min(d.levels))
+        except WorkbenchError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an upstream generator failing at this level
+            raise WorkbenchError(f"{d.name} level {args.level or min(d.levels)} can't generate seed {seed}: "
+                                 f"{type(e).__name__}: {e}; `rlwb domains validate {d.name}` reports it") from None
         prompt = build_messages(task)[-1]["content"]
         print(f"\n--- example seed {seed}, level {task.difficulty} ---\n{prompt[:800]}\n[reference answer] {task.answer[:300]}")
     report = _store(args).validation_report(d.name)
@@ -268,6 +274,8 @@ def _mix_items(items: list[str]) -> dict:
     out = {}
     for item in items:
         name, spec = parse_domain_arg(item)
+        if name in out:
+            raise WorkbenchError(f"mix item {item!r}: domain {name} is listed twice; give each domain once")
         out[name] = spec
     return out
 
@@ -304,6 +312,11 @@ def cmd_mix_update(args) -> int:
         domains.pop(name)
     for name, spec in _mix_items(args.items).items():
         domains[name] = {**domains.get(name, {}), **spec}
+    from backend.mixes import parse_spec
+
+    if parse_spec({"domains": domains}).pinned("", 0) == parse_spec(row["spec"]).pinned("", 0):
+        raise WorkbenchError(f"nothing to change in {row['name']}@{row['version']}; give DOMAIN[:WEIGHT[:LO-HI]] "
+                             "items or --remove DOMAIN")
     version = save_mix(store, row["name"], {"domains": domains}, note=args.note)
     _print_mix(store.get_mix(row["name"], version))
     return 0

@@ -157,6 +157,9 @@ class RunConfig(BaseModel):
 
         if self.mix is not None and self.mix_spec is None and "domains" in self.model_fields_set:
             raise ValueError("set either mix (a stored mix) or domains (weights), not both")
+        if self.mix is not None and self.mix_spec is None and "difficulty" in self.model_fields_set:
+            raise ValueError("difficulty does not apply to a mix (its level ranges do); remove difficulty or "
+                             "change the ranges with `rlwb mix update`")
         if self.mix is None:
             for name in self.domains:
                 levels = get_domain(name).levels
@@ -169,7 +172,8 @@ class RunConfig(BaseModel):
         """The mix this run samples from: domain -> (weight, lowest level, highest level).
 
         From the pinned `mix_spec` when the run uses a stored mix, else from `domains`
-        with every domain at `difficulty`.
+        with every domain at `difficulty` (with `curriculum`, from `difficulty` up to the
+        domain's hardest level).
 
         Raises:
             ConfigError: `mix` is set but not resolved yet (call `backend.mixes.resolve_mix`).
@@ -179,6 +183,10 @@ class RunConfig(BaseModel):
                 raise ConfigError(f"mix {self.mix!r} is not resolved; call backend.mixes.resolve_mix first")
             return {d: (float(s["weight"]), int(s["levels"][0]), int(s["levels"][1]))
                     for d, s in self.mix_spec["domains"].items()}
+        if self.curriculum:  # the curriculum starts at `difficulty` and may climb to the hardest level
+            from backend.domains import get_domain
+
+            return {d: (w, self.difficulty, max(get_domain(d).levels)) for d, w in self.domains.items()}
         return {d: (w, self.difficulty, self.difficulty) for d, w in self.domains.items()}
 
     @property

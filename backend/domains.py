@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable
 
+from backend.answer_guard import EVALUATING_DOMAINS, unsafe_reason
 from backend.errors import ConfigError, DomainNotFound, GenerationTimeout
 
 # Reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct. The format term exists
@@ -62,7 +63,9 @@ MAX_COMPLETION_CHARS = 100_000  # longer completions are malformed (64-token bud
 SYSTEM_PROMPT = "You are a helpful assistant. Solve the problem and keep your reply short."
 ANSWER_INSTRUCTION = "Give your final answer on the last line as: Answer: <answer>"
 TAG_INSTRUCTION = "Give your final answer between <answer> and </answer> tags; it may span several lines."
-PASS_THRESHOLD = 1.0 - 1e-6  # a reasoning-gym score at or above this is a pass
+# a pass is full marks; partial credit that sums to 0.9999999999999999 (spell_backward
+# gives that to the answer followed by junk) is not
+PASS_THRESHOLD = 1.0
 
 _ANSWER_RE = re.compile(r"answer:", re.IGNORECASE)
 
@@ -208,7 +211,11 @@ class Domain:
         credit for near misses -- string similarity, 0.01 for any answer -- is reported
         as `score` but not rewarded). Malformed completions (not a str, over
         MAX_COMPLETION_CHARS, an answer with control characters or lone surrogates) score
-        0 with format 0; a verifier that raises scores 0. This never raises on them.
+        0 with format 0; a verifier that raises or runs past SCORE_TIMEOUT_S scores 0. For
+        the domains whose upstream verifier evaluates the answer as code
+        (`backend.answer_guard`), an answer with anything beyond arithmetic, symbols and
+        math functions is refused (correct 0, breakdown "rejected"). This never raises on
+        them.
 
         Args:
             task: A task of this domain (from `make_task`).
@@ -230,13 +237,17 @@ class Domain:
         if extracted is None:
             return 0.0, {"format": 0.0, "correct": 0.0, "score": 0.0, "extracted": None}
         breakdown: dict[str, Any] = {"format": 1.0}
+        if self.name in EVALUATING_DOMAINS and (why := unsafe_reason(extracted)):
+            # the upstream scorer would eval this answer: refuse it, reward as no answer
+            breakdown.update(correct=0.0, score=0.0, extracted=extracted[:200], rejected=f"unsafe answer: {why}")
+            return FORMAT_WEIGHT, breakdown
         raw = task.raw_entry if task.raw_entry is not None else self.make_task(task.seed, task.difficulty).raw_entry
         # the answer as extracted, then as written with its final period (sentence answers)
         candidates = dict.fromkeys([extracted, extract_answer(completion, tags_only=tags_only, keep_period=True)])
         score = 0.0
         for candidate in candidates:
             try:
-                with decimal.localcontext():
+                with decimal.localcontext(), generation_deadline(SCORE_TIMEOUT_S, f"scoring a {self.name} answer"):
                     s = float(_dataset(self, task.difficulty).score_answer(candidate, raw))
             except Exception as e:  # noqa: BLE001 - upstream scorers parse free text and may raise
                 s, breakdown["verifier_error"] = 0.0, f"{type(e).__name__}: {e}"[:200]
@@ -252,6 +263,7 @@ class Domain:
 
 
 GENERATION_TIMEOUT_S = 10.0  # a task taking longer than this to generate is abandoned
+SCORE_TIMEOUT_S = 5.0  # a verifier taking longer than this scores 0 (main thread only)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from backend.errors import ConfigError, DomainNotFound
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch
+MAX_VERSION = 1_000_000_000
 
 
 class MixDomain(BaseModel):
@@ -54,27 +55,17 @@ class MixSpec(BaseModel):
 
     @field_validator("domains")
     @classmethod
-    def _check_domains(cls, v: dict[str, MixDomain]) -> dict[str, MixDomain]:
-        from backend.domains import get_domain
-
+    def _not_empty(cls, v: dict[str, MixDomain]) -> dict[str, MixDomain]:
         if not v:
             raise ValueError("the mix is empty; add at least one domain, e.g. chain_sum:1")
-        for name, d in v.items():
-            try:
-                levels = get_domain(name).levels
-            except DomainNotFound as e:
-                raise ValueError(str(e)) from None
-            lo, hi = d.levels if d.levels is not None else (min(levels), max(levels))
-            if lo > hi or lo not in levels or hi not in levels:
-                raise ValueError(f"levels of {name!r} must be a range within {min(levels)}-{max(levels)}, "
-                                 f"got {lo}-{hi}")
-            d.levels = (lo, hi)
         return v
 
     @model_validator(mode="after")
     def _positive_total(self) -> "MixSpec":
         total = sum(d.weight for d in self.domains.values())
-        if not total > 0 or not math.isfinite(total):
+        if not math.isfinite(total):
+            raise ValueError("the weights are too large to add up; use relative weights such as 1, 2, 5")
+        if not total > 0:
             raise ValueError("the weights sum to 0; give at least one domain a weight above 0")
         return self
 
@@ -98,14 +89,27 @@ def parse_spec(data: Any) -> MixSpec:
     Raises:
         ConfigError: naming the first bad field (e.g. "domains.maze.weight") and the fix.
     """
+    from backend.domains import get_domain
+
     try:
-        return MixSpec.model_validate(data)
+        spec = MixSpec.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "greater_than_equal" and err["loc"][-1] == "weight":
             msg = "weights must be >= 0 (0 leaves the domain out)"
         raise ConfigError(f"mix field '{_error_field(err)}': {msg}") from None
+    for name, d in spec.domains.items():
+        try:
+            levels = get_domain(name).levels
+        except DomainNotFound as e:
+            raise ConfigError(f"mix field 'domains.{name}': {e}") from None
+        lo, hi = d.levels if d.levels is not None else (min(levels), max(levels))
+        if lo > hi or lo not in levels or hi not in levels:
+            raise ConfigError(f"mix field 'domains.{name}.levels': must be a range within "
+                              f"{min(levels)}-{max(levels)}, got {lo}-{hi}")
+        d.levels = (lo, hi)
+    return spec
 
 
 def parse_domain_arg(arg: str) -> tuple[str, dict]:
@@ -137,7 +141,7 @@ def check_name(name: str) -> str:
     Raises:
         ConfigError: otherwise.
     """
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ConfigError(f"mix name {name!r} is invalid: use 1-64 letters, digits, '_', '.' or '-', "
                           "starting with a letter or digit")
     return name
@@ -200,11 +204,12 @@ def split_ref(ref: str) -> tuple[str, int | None]:
     Raises:
         ConfigError: a malformed version.
     """
-    name, _, version = str(ref).partition("@")
-    if not version:
+    name, at, version = str(ref).partition("@")
+    if not at:
         return check_name(name), None
-    if not version.isdigit() or int(version) < 1:
-        raise ConfigError(f"mix {ref!r}: the version after '@' must be a number >= 1, e.g. {name}@1")
+    if not re.fullmatch(r"[0-9]{1,10}", version) or not 1 <= int(version) <= MAX_VERSION:
+        raise ConfigError(f"mix {ref!r}: the version after '@' must be a number from 1 to {MAX_VERSION}, "
+                          f"e.g. {name}@1")
     return check_name(name), int(version)
 
 
@@ -232,15 +237,25 @@ def resolve_mix(cfg, store):
         ConfigError: unknown mix or version, or a domain of it whose newest validation
             failed since the mix was saved.
     """
-    if cfg.mix is None or cfg.mix_spec:
+    if cfg.mix is None:
         return cfg
-    row, spec = load_mix(store, cfg.mix)
+    ref = cfg.mix
+    if cfg.mix_spec:  # a pinned config (a stored run's): it must be exactly that stored version
+        ref = f"{cfg.mix_spec.get('name')}@{cfg.mix_spec.get('version')}"
+    try:
+        row, spec = load_mix(store, ref)
+    except ConfigError as e:
+        raise ConfigError(f"field 'mix': {e}") from None
+    pinned = spec.pinned(row["name"], row["version"])
+    if cfg.mix_spec and cfg.mix_spec != pinned:
+        raise ConfigError(f"field 'mix_spec': does not match the stored mix {ref}; remove mix_spec (it is "
+                          "filled in when the run starts) and name the mix with mix: NAME@VERSION")
     blocked = blocked_domains(store, list(spec.as_specs()), validate_missing=False)
     failed = {d: why for d, why in blocked.items() if not why.startswith("never")}
     if failed:
         d, why = next(iter(failed.items()))
         raise ConfigError(f"field 'mix': domain {d} of {row['name']}@{row['version']} {why}")
-    return cfg.model_copy(update={"mix_spec": spec.pinned(row["name"], row["version"])})
+    return cfg.model_copy(update={"mix_spec": pinned})
 
 
 def draw(specs: dict[str, tuple[float, int, int]], rng: random.Random, k: int,

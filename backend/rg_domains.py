@@ -44,10 +44,10 @@ SKIPPED = {"composite": "combines other generators by weight; use a mix instead"
 # 100 attempts" within the first 100 seeds). game_of_life level 3 is a 100x100 grid:
 # prompts over 20,000 characters and 0.7-4 s per task. Generation did not finish within
 # 10 s on some of the first 100 seeds above: kakurasu level 1, number_sequence level 0,
-# sokoban level 5 (seed 2 at level 6); letter_jumble raises "empty range for randrange"
+# sokoban level 5 (seed 2 at level 6), puzzle24 level 2; letter_jumble raises "empty range for randrange"
 # above level 1.
 LEVEL_CAPS = {"zebra_puzzles": 3, "jugs": 1, "bf": 1, "futoshiki": 1, "countdown": 0, "game_of_life": 2,
-              "kakurasu": 1, "number_sequence": 0, "sokoban": 5, "letter_jumble": 1}
+              "kakurasu": 1, "number_sequence": 0, "sokoban": 5, "letter_jumble": 1, "puzzle24": 2}
 
 # Tasks with several valid answers: another task's reference may be right here too, so
 # validation tries only a corrupted reference as the wrong answer.

@@ -501,11 +501,17 @@ class Store:
     @_locked
     def save_mix(self, name: str, spec: dict, note: str = "") -> int:
         """Store a new version of mix `name` (versions are immutable); returns the version (1, 2, ...)."""
-        with self.db.conn:
-            cur = self.db.execute("SELECT COALESCE(MAX(version), 0) FROM mixes WHERE name = ?", [name]).fetchone()
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the last version
+        try:
+            cur = conn.execute("SELECT COALESCE(MAX(version), 0) FROM mixes WHERE name = ?", [name]).fetchone()
             version = cur[0] + 1
-            self.db["mixes"].insert({"name": name, "version": version, "spec": json.dumps(spec, sort_keys=True),
-                                     "note": note, "created_at": _now()})
+            conn.execute("INSERT INTO mixes (name, version, spec, note, created_at) VALUES (?, ?, ?, ?, ?)",
+                         [name, version, json.dumps(spec, sort_keys=True), note, _now()])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
         return version
 
     @_locked

@@ -17,7 +17,9 @@ join a mix). Per level:
   format, must pass (correct = 1, reward = 1); wrong answers (other tasks' reference
   answers that differ) must not pass; blank answers ("", "Answer:", empty tags) and
   malformed ones (no answer marker, control characters, over-long text, None) must get
-  reward 0; the verifier must never raise (a raising verifier is counted).
+  reward 0; the verifier must never raise (a raising verifier is counted). A correct
+  answer followed by junk (" zzz 12345") is tried too and reported as `junk_accepted`
+  (a lenient parser, not a failure: the answer it finds is still the right one).
 
 Sandboxed domains (humaneval, terminal_*) are verified in a sandbox pool of the requested
 backend: reference solutions must pass, empty and wrong ones fail. Without a sandbox
@@ -132,6 +134,7 @@ def _numerically_close(a: str, b: str, rel: float = 1e-3) -> bool:
 def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
     """Verifier checks of an in-process domain on the first n_verify tasks."""
     ref_pass = wrong_rejected = wrong_n = blank_zero = blank_n = bad_zero = bad_n = errors = 0
+    junk_accepted = junk_n = 0
     partial: list[float] = []
     problems: list[str] = []
     answers = [t.answer for t in tasks]
@@ -156,6 +159,9 @@ def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
                 wrong_rejected += 1
             elif len(problems) < 5:
                 problems.append(f"seed {task.seed}: wrong answer {a[:40]!r} passed (reference {task.answer[:40]!r})")
+        for junk in (" zzz 12345", ", zzz"):  # a correct answer followed by junk: lenient, reported
+            junk_n += 1
+            junk_accepted += domain.score(task, domain.wrap_answer(task.answer + junk))[1].get("correct") == 1.0
         blank, malformed = _blank_and_malformed(domain, task)
         for text in blank:
             blank_n += 1
@@ -173,17 +179,26 @@ def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
     return {"reference_pass": ref_pass, "reference_n": n, "wrong_rejected": wrong_rejected, "wrong_n": wrong_n,
             "wrong_partial_score_mean": round(statistics.fmean(partial), 3) if partial else None,
             "blank_zero": blank_zero, "blank_n": blank_n, "malformed_zero": bad_zero, "malformed_n": bad_n,
-            "verifier_errors": errors, "problems": problems}
+            "junk_accepted": junk_accepted, "junk_n": junk_n, "verifier_errors": errors, "problems": problems}
 
 
 def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict:
     """Verifier checks of a sandboxed domain (humaneval or terminal_*) in `pool`."""
-    from backend.terminal_env import TerminalEnv, terminal_task
+    from collections import Counter
 
-    ref_pass = wrong_rejected = wrong_n = blank_zero = blank_n = 0
+    tally: Counter = Counter()
     problems: list[str] = []
     sample = tasks[:n_verify]
+
+    def count(kind: str, reward: float) -> None:
+        """reference must score 1; wrong, blank and malformed answers 0."""
+        group = "reference" if kind == "reference" else "wrong" if kind == "wrong" else "blank"
+        tally[f"{group}_n"] += 1
+        tally[group] += reward == (1.0 if kind == "reference" else 0.0)
+
     if domain.kind == "multi_turn":
+        from backend.terminal_env import TerminalEnv, terminal_task
+
         with pool.lease() as sb:
             env = TerminalEnv(sb, max_turns=16)
             for task in sample:
@@ -192,26 +207,18 @@ def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict
                          "malformed": ["I would run some commands here."]}
                 for kind, turns in cases.items():
                     env.reset(options={"task": terminal_task(task)})
-                    reward, done = 0.0, False
+                    reward = 0.0
                     for turn in [*turns, "DONE"]:
                         _, reward, term, trunc, _ = env.step(turn)
                         if term or trunc:
                             break
-                    if kind == "reference":
-                        ref_pass += reward == 1.0
-                    elif kind == "wrong":
-                        wrong_n += 1
-                        wrong_rejected += reward == 0.0
-                    else:
-                        blank_n += 1
-                        blank_zero += reward == 0.0
+                    count(kind, reward)
     else:
         from sandboxes.pool import Scheduler
 
-        others = [t for t in tasks if t.entry["task_id"] != sample[0].entry["task_id"]] if sample else []
         cases = []
-        for i, task in enumerate(sample):
-            other = next((o for o in others if o.entry["task_id"] != task.entry["task_id"]), None)
+        for task in sample:
+            other = next((o for o in tasks if o.entry["task_id"] != task.entry["task_id"]), None)
             cases += [("reference", task, task.answer), ("blank", task, ""),
                       ("malformed", task, "```python\ndef broken(:\n```")]
             if other is not None:
@@ -225,22 +232,17 @@ def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict
             reward, b = domain.score_result(task, completion, res)
             if b.get("fault"):
                 problems.append(f"harness fault on {task.entry['task_id']}: {b.get('error', '')[:100]}")
-            elif kind == "reference":
-                ref_pass += reward == 1.0
-            elif kind == "wrong":
-                wrong_n += 1
-                wrong_rejected += reward == 0.0
             else:
-                blank_n += 1
-                blank_zero += reward == 0.0
+                count(kind, reward)
     n = len(sample)
-    if ref_pass < n:
-        problems.append(f"{n - ref_pass} of {n} reference solutions did not pass")
-    if blank_zero < blank_n:
-        problems.append(f"{blank_n - blank_zero} of {blank_n} empty or malformed answers got a reward above 0")
-    return {"reference_pass": ref_pass, "reference_n": n, "wrong_rejected": wrong_rejected, "wrong_n": wrong_n,
-            "blank_zero": blank_zero, "blank_n": blank_n, "malformed_zero": 0, "malformed_n": 0,
-            "verifier_errors": 0, "problems": problems}
+    if tally["reference"] < n:
+        problems.append(f"{n - tally['reference']} of {n} reference solutions did not pass")
+    if tally["blank"] < tally["blank_n"]:
+        problems.append(f"{tally['blank_n'] - tally['blank']} of {tally['blank_n']} empty or malformed answers "
+                        "got a reward above 0")
+    return {"reference_pass": tally["reference"], "reference_n": n, "wrong_rejected": tally["wrong"],
+            "wrong_n": tally["wrong_n"], "blank_zero": tally["blank"], "blank_n": tally["blank_n"],
+            "malformed_zero": 0, "malformed_n": 0, "verifier_errors": 0, "problems": problems}
 
 
 def validate_domain(name: str, n_tasks: int = 100, n_verify: int = 5, pool=None,
@@ -293,8 +295,9 @@ def validate_domain(name: str, n_tasks: int = 100, n_verify: int = 5, pool=None,
                            f"(need {MIN_DISTINCT_PER_100})")
         _reset_caches()
         try:
-            again = [task_digest(domain.make_task(s, level)) for s in DETERMINISM_SEEDS]
-            row["deterministic"] = again == [task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
+            seeds = DETERMINISM_SEEDS[: len(tasks)]
+            again = [task_digest(domain.make_task(s, level)) for s in seeds]
+            row["deterministic"] = again == [task_digest(t) for t in tasks[: len(seeds)]]
         except Exception:  # noqa: BLE001
             row["deterministic"] = False
         if not row["deterministic"]:

@@ -131,3 +131,15 @@ def test_cli_domains_list_show_validate(tmp_path, capsys):
     assert main(["--db", db, "domains", "validate"]) == 2
     assert main(["--db", db, "domains", "validate", "nope"]) == 2
     assert "unknown domain 'nope'" in capsys.readouterr().err
+
+
+def test_validation_runs_sandboxed_verifiers_in_docker(docker_engine):
+    reports = validate(["humaneval", "terminal_dedupe_lines"], n_tasks=10, cross_process=False)
+    for r in reports:
+        assert r["passed"], r["reasons"]
+        for lv in r["levels"]:
+            assert lv["reference_pass"] == lv["reference_n"] == 5
+            assert lv["wrong_rejected"] == lv["wrong_n"] > 0 and lv["blank_zero"] == lv["blank_n"] > 0
+    # without a sandbox backend they fail, saying why
+    [r] = validate(["humaneval"], n_tasks=5, sandbox_backend=None, cross_process=False)
+    assert not r["passed"] and "verifier not exercised" in r["reasons"][0]

@@ -57,11 +57,12 @@ def test_default_levels_are_the_domains_full_range_and_weight_zero_drops_a_domai
 @pytest.mark.parametrize("domains, field, words", [
     ({"chain_sum": {"weight": -1}}, "domains.chain_sum.weight", ">= 0"),
     ({"chain_sum": {"weight": 0}, "maze": {"weight": 0}}, "mix", "sum to 0"),
-    ({"chainsum": {}}, "domains", "unknown domain 'chainsum'"),
-    ({"chain_sum": {"levels": [1, 4]}}, "domains", "within 1-3"),
-    ({"chain_sum": {"levels": [3, 1]}}, "domains", "within 1-3, got 3-1"),
-    ({"chain_sum": {"levels": [0, 2]}}, "domains", "within 1-3"),
+    ({"chainsum": {}}, "domains.chainsum", "unknown domain 'chainsum'"),
+    ({"chain_sum": {"levels": [1, 4]}}, "domains.chain_sum.levels", "within 1-3"),
+    ({"chain_sum": {"levels": [3, 1]}}, "domains.chain_sum.levels", "within 1-3, got 3-1"),
+    ({"chain_sum": {"levels": [0, 2]}}, "domains.chain_sum.levels", "within 1-3"),
     ({"chain_sum": {"weight": float("inf")}}, "domains.chain_sum.weight", ""),
+    ({"chain_sum": {"weight": 1e308}, "maze": {"weight": 1e308}}, "mix", "too large"),
     ({"chain_sum": {"weight": "heavy"}}, "domains.chain_sum.weight", ""),
     ({}, "domains", "empty"),
 ])
@@ -105,15 +106,46 @@ def test_resolving_unknown_mixes_and_versions_fails_clearly(store):
     M.save_mix(store, "a", {"domains": {"chain_sum": {}}})
     with pytest.raises(ConfigError, match="mix 'a' has no version 7"):
         M.resolve_mix(RunConfig(mix="a@7"), store)
-    with pytest.raises(ConfigError, match="version after '@'"):
-        M.resolve_mix(RunConfig(mix="a@x"), store)
+    for ref in ("a@x", "a@", "a@0", "a@99999999999999999999", "a@\u00b2"):
+        with pytest.raises(ConfigError, match="field 'mix'.*version after '@'"):
+            M.resolve_mix(RunConfig(mix=ref), store)
+    # a hand-written pin can't smuggle in weights or levels the stored mix doesn't have
+    forged = {"name": "a", "version": 1, "domains": {"chain_sum": {"weight": 1.0, "levels": [7, 9]}}}
+    with pytest.raises(ConfigError, match="field 'mix_spec': does not match"):
+        M.resolve_mix(RunConfig(mix="a", mix_spec=forged), store)
+    with pytest.raises(ConfigError, match="field 'mix'"):
+        M.resolve_mix(RunConfig(mix="nope", mix_spec={**forged, "name": "nope"}), store)
+    with pytest.raises(Exception, match="difficulty does not apply to a mix"):
+        RunConfig(mix="a", difficulty=2)
     with pytest.raises(ConfigError, match="not resolved"):
         RunConfig(mix="a").domain_specs()
     with pytest.raises(Exception, match="either mix"):
         RunConfig(mix="a", domains=["chain_sum"])
 
 
-@pytest.mark.parametrize("name", ["", "has space", "-dash", "x" * 65, "a/b", "a@1"])
+def test_concurrent_saves_get_distinct_versions(tmp_path):
+    import threading
+
+    db = tmp_path / "race.db"
+    with Store(db) as s:
+        _passing(s, "chain_sum")
+    barrier, versions, errors = threading.Barrier(6), [], []
+
+    def save(i):
+        with Store(db) as s:  # one connection per writer, as separate processes have
+            barrier.wait()
+            try:
+                versions.append(M.save_mix(s, "race", {"domains": {"chain_sum": {"weight": i + 1}}}))
+            except Exception as e:  # noqa: BLE001 - collected and asserted below
+                errors.append(e)
+
+    threads = [threading.Thread(target=save, args=(i,)) for i in range(6)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == [] and sorted(versions) == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("name", ["", "has space", "-dash", "x" * 65, "a/b", "a@1", "nl\n", "caf\u00e9"])
 def test_bad_mix_names_are_refused(store, name):
     with pytest.raises(ConfigError, match="mix name"):
         M.save_mix(store, name, {"domains": {"chain_sum": {}}})
@@ -139,6 +171,9 @@ def test_cli_create_update_show_and_bad_input(tmp_path, capsys):
         (["mix", "create", "n", "chain_sum:1:5"], "within 1-3"),
         (["mix", "create", "n", "nope:1"], "unknown domain"),
         (["mix", "update", "m", "--remove", "chain_sum"], "not in mix"),
+        (["mix", "update", "m"], "nothing to change"),
+        (["mix", "create", "n", "maze:1", "maze:5"], "listed twice"),
+        (["mix", "show", "m@99999999999999999999"], "version after '@'"),
     ]:
         assert main(["--db", db, *argv]) == 2, argv
         assert words in capsys.readouterr().err, argv
