@@ -107,6 +107,10 @@ def show_run(path: str, run_id: str) -> None:
     run = load_run(path, run_id)
     st.subheader(f"{run['name']} · `{run['id']}`")
     show_status(run)
+    pin = (run.get("config") or {}).get("mix_spec")
+    if pin:
+        st.caption(f"Mix **{pin['name']}@{pin['version']}**: " + ", ".join(
+            f"{d} ×{s['weight']:g} (levels {s['levels'][0]}-{s['levels'][1]})" for d, s in pin["domains"].items()))
     st.page_link("pages/trajectories.py", label="Inspect this run's trajectories",
                  icon=":material/route:", query_params={"run": run_id})
     with st.expander("Config"):
