@@ -30,7 +30,7 @@ MAX_EXPONENT = 100
 MATH_FUNCTIONS = frozenset({
     "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp", "log",
     "ln", "sqrt", "Abs", "abs", "atan2", "asinh", "acosh", "atanh", "erf", "gamma", "Integer", "Rational",
-    "Symbol", "Float",
+    "Symbol", "Float", "Integral",
 })
 _BUILTINS = frozenset(dir(builtins)) - MATH_FUNCTIONS
 _ALLOWED = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load,

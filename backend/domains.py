@@ -247,7 +247,8 @@ class Domain:
         score = 0.0
         for candidate in candidates:
             try:
-                with decimal.localcontext(), generation_deadline(SCORE_TIMEOUT_S, f"scoring a {self.name} answer"):
+                with (contextlib.redirect_stdout(io.StringIO()), decimal.localcontext(),  # scorers print too
+                      generation_deadline(SCORE_TIMEOUT_S, f"scoring a {self.name} answer")):
                     s = float(_dataset(self, task.difficulty).score_answer(candidate, raw))
             except Exception as e:  # noqa: BLE001 - upstream scorers parse free text and may raise
                 s, breakdown["verifier_error"] = 0.0, f"{type(e).__name__}: {e}"[:200]

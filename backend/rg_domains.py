@@ -51,7 +51,7 @@ LEVEL_CAPS = {"zebra_puzzles": 3, "jugs": 1, "bf": 1, "futoshiki": 1, "countdown
 
 # Tasks with several valid answers: another task's reference may be right here too, so
 # validation tries only a corrupted reference as the wrong answer.
-MULTIPLE_ANSWERS = {"n_queens"}
+MULTIPLE_ANSWERS = {"n_queens", "jugs"}
 
 # Generators that build a finite pool of items up front (indexing past `size` fails):
 # seeds map onto the pool (`Domain.pooled`).
