@@ -179,3 +179,21 @@ def test_cli_create_update_show_and_bad_input(tmp_path, capsys):
         assert words in capsys.readouterr().err, argv
     with Store(db) as s:
         assert [m["name"] for m in s.list_mixes()] == ["m"] and len(s.mix_versions("m")) == 3
+
+
+def test_the_example_mix_config_loads_and_resolves_after_its_mix_create_line(tmp_path):
+    from pathlib import Path
+
+    from backend.config import load_config
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "mix_curriculum.yaml"
+    create = next(line for line in path.read_text().splitlines() if "rlwb mix create" in line)
+    db = str(tmp_path / "example.db")
+    with Store(db) as s:
+        _passing(s, "chain_sum", "basic_arithmetic", "leg_counting", "count_bits")
+    assert main(["--db", db, *create.split("rlwb ", 1)[1].split()]) == 0
+    cfg = load_config(path)
+    with Store(db) as s:
+        pinned = M.resolve_mix(cfg, s)
+    assert pinned.curriculum and pinned.mix_spec["name"] == "arith-mix" and pinned.mix_spec["version"] == 1
+    assert pinned.domain_specs()["chain_sum"] == (2.0, 1, 3)
