@@ -119,7 +119,8 @@ def _migrate_3(db: sqlite_utils.Database) -> None:
 
 
 def _migrate_4(db: sqlite_utils.Database) -> None:
-    """Version 4: domain validation reports; named, versioned mixes."""
+    """Version 4: domain validation reports; named, versioned mixes; each trajectory's task level."""
+    db["trajectories"].add_column("difficulty", int)
     db["domain_validations"].create({
         "id": int, "domain": str, "passed": int, "reasons": str, "report": str, "created_at": str,
     }, pk="id", not_null={"domain", "passed", "report", "created_at"})
@@ -339,6 +340,7 @@ class Store:
             "prompt_tokens": len(s.prompt_ids), "completion_tokens": len(s.completion.token_ids),
             "finish_reason": s.completion.finish_reason, "created_at": now,
             "turns": json.dumps(s.turns, default=str) if s.turns else None, "fault": s.fault,
+            "difficulty": int(s.difficulty) or None,
         } for s in samples]
         with self._writing(run_id):
             self.db["trajectories"].insert_all(rows)

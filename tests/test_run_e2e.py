@@ -29,6 +29,7 @@ def test_tiny_run_completes_and_records_everything(tiny_run):
         assert set(r["breakdown"]) >= {"format", "correct"}
         assert r["completion_tokens"] >= 1 and r["prompt_tokens"] > 0
         assert r["finish_reason"] in ("stop", "length")
+        assert r["difficulty"] == 1  # the task's level is stored with its trajectory
     # advantages are group-normalised: they sum to ~0 within each group
     group = store.group(run_id, 1, 0)
     assert len(group) == 4

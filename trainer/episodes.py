@@ -150,7 +150,7 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
         samples.append(Sample(domain=ep.task.domain, task_seed=ep.task.seed, group=group,
                               index=ep.index, prompt=prompts[ep.group], prompt_ids=list(prompt_ids[ep.group]),
                               completion=comp, reward=ep.reward, breakdown=breakdown, answer=ep.task.answer,
-                              fault=ep.fault, turns=ep.turns))
+                              fault=ep.fault, turns=ep.turns, difficulty=ep.task.difficulty))
     return samples
 
 

@@ -125,7 +125,8 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
         for g, (text, ids), comps in zip(single, rendered, outs):
             for i, comp in enumerate(comps):
                 samples.append(Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
-                                      prompt_ids=list(ids), completion=comp, answer=tasks[g].answer))
+                                      prompt_ids=list(ids), completion=comp, answer=tasks[g].answer,
+                                      difficulty=tasks[g].difficulty))
         _score(samples, {g: tasks[g] for g in single}, runtime)
     if multi:
         from trainer.episodes import rollout_episodes

@@ -61,6 +61,7 @@ class Sample:
             sample takes no part in the loss, its group's advantages or reward metrics.
         turns: multi-turn episodes only: one dict per turn (model text, command, stdout,
             stderr, exit code, duration in ms, timed_out).
+        difficulty: the task's level in its domain (1 easy .. n hard); 0 when unknown.
     """
 
     domain: str
@@ -76,6 +77,7 @@ class Sample:
     answer: str = ""
     fault: str | None = None
     turns: list[dict] = field(default_factory=list)
+    difficulty: int = 0
 
 
 @dataclass

@@ -62,7 +62,8 @@ def filters_for(path: str, run_id: str) -> dict | None:
 def show_trajectory(traj: dict) -> None:
     st.subheader(f"Trajectory #{traj['id']}")
     st.caption(f"{traj['domain']} · step {traj['step']} · group {traj['group_idx']} · "
-               f"sample {traj['sample_idx']} · task seed {traj['task_seed']}")
+               f"sample {traj['sample_idx']} · task seed {traj['task_seed']}"
+               + (f" · level {traj['difficulty']}" if traj.get("difficulty") else ""))
     cols = st.columns(4)
     cols[0].metric("Reward", f"{traj['reward']:.3f}")
     cols[1].metric("Advantage", f"{traj['advantage']:+.3f}")
