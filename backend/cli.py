@@ -183,14 +183,10 @@ def cmd_sandbox_work(args) -> int:
     return 0
 
 
-def _validation_status(store) -> dict[str, dict]:
-    return store.latest_validations()
-
-
 def cmd_domains_list(args) -> int:
     from backend.domains import registry
 
-    status = _validation_status(_store(args))
+    status = _store(args).latest_validations()
     rows = [d for d in registry().values() if (not args.family or d.family == args.family)
             and (not args.kind or d.kind == args.kind)]
     if args.json:

@@ -167,6 +167,10 @@ class HumanEvalDomain:
         question = f"{INSTRUCTION}\n\n```python\n{problem['prompt']}```"
         return Task(self.name, index, question, problem["canonical_solution"], level, entry)
 
+    def reference_completion(self, task) -> str:
+        """The canonical solution (a function body), as a completion the verifier scores 1."""
+        return task.answer
+
     def verification_job(self, task, completion: str) -> SandboxJob:
         """The sandbox job that runs the completion against the problem's tests: the judge
         (`backend.humaneval_runner`) gets the tests and a per-job nonce on stdin; the

@@ -190,11 +190,7 @@ class Domain:
         if index is None or index < 0:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
         seed = index
-        # some generators print while they work (bf runs its interpreter on stdout), and
-        # decimal_arithmetic sets the thread's decimal precision, which made later
-        # decimal_chain_sum answers NaN: each generation gets its own decimal context
-        with (contextlib.redirect_stdout(io.StringIO()), decimal.localcontext(),
-              generation_deadline(GENERATION_TIMEOUT_S, f"{self.name} level {difficulty} seed {seed}")):
+        with _isolated(GENERATION_TIMEOUT_S, f"generating {self.name} level {difficulty} seed {seed}"):
             ds = _dataset(self, difficulty)
             if self.generate:
                 raw = self.generate(ds, seed, difficulty)
@@ -247,8 +243,7 @@ class Domain:
         score = 0.0
         for candidate in candidates:
             try:
-                with (contextlib.redirect_stdout(io.StringIO()), decimal.localcontext(),  # scorers print too
-                      generation_deadline(SCORE_TIMEOUT_S, f"scoring a {self.name} answer")):
+                with _isolated(SCORE_TIMEOUT_S, f"scoring a {self.name} answer"):
                     s = float(_dataset(self, task.difficulty).score_answer(candidate, raw))
             except Exception as e:  # noqa: BLE001 - upstream scorers parse free text and may raise
                 s, breakdown["verifier_error"] = 0.0, f"{type(e).__name__}: {e}"[:200]
@@ -268,8 +263,19 @@ SCORE_TIMEOUT_S = 5.0  # a verifier taking longer than this scores 0 (main threa
 
 
 @contextlib.contextmanager
-def generation_deadline(seconds: float, what: str):
-    """Raise `GenerationTimeout` in the block after `seconds` of wall-clock time.
+def _isolated(seconds: float, what: str):
+    """Run upstream generator or scorer code: its prints don't reach stdout (bf runs its
+    interpreter there), it gets its own decimal context (decimal_arithmetic sets the
+    thread's precision, which made later decimal_chain_sum answers NaN), and it is cut
+    off after `seconds` (`time_limit`)."""
+    with contextlib.redirect_stdout(io.StringIO()), decimal.localcontext(), time_limit(seconds, what):
+        yield
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str):
+    """Raise `GenerationTimeout` ("<what> took over N s") in the block after `seconds` of
+    wall-clock time.
 
     Uses SIGALRM (`signal.setitimer`), so it is enforced only in the main thread and when
     no other timer is set; elsewhere the block runs unguarded.
@@ -283,7 +289,7 @@ def generation_deadline(seconds: float, what: str):
         return
 
     def _expired(signum, frame):
-        raise GenerationTimeout(f"generating {what} took over {seconds:g} s")
+        raise GenerationTimeout(f"{what} took over {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, _expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -218,6 +218,11 @@ class TerminalDomain:
         return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
                 "verifier": "a checker script run in the sandbox after the episode", "gymnasium": "TerminalEnv"}
 
+    def reference_completion(self, task) -> str:
+        """The reference commands, one per line (the form `backend.validation.try_verifier`
+        plays as one turn each)."""
+        return "\n".join(task.entry["reference"])
+
     @property
     def description(self) -> str:
         return f"Multi-turn shell task '{self.template}' in a sandbox; a checker script decides the reward."

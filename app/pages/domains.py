@@ -118,15 +118,6 @@ def answer_hint(domain) -> str:
     return "End with the final answer on its own last line as `Answer: ...`."
 
 
-def reference_text(domain, task) -> str:
-    """The reference answer written the way the try-the-verifier box expects it."""
-    if domain.kind == "multi_turn":
-        return "\n".join(task.entry.get("reference", []))
-    if domain.kind == "code":
-        return task.answer
-    return domain.wrap_answer(task.answer)
-
-
 def show_facts(domain) -> None:
     st.markdown(domain.description)
     cols = st.columns(4)
@@ -185,7 +176,7 @@ def show_try_verifier(domain, task) -> None:
     text = st.text_area("Answer", key="dom_try_text", height=120, placeholder="Write an answer and press Score")
     cols = st.columns([1, 2, 6])
     score = cols[0].button("Score", key="dom_try_score", type="primary")
-    cols[1].button("Fill in the reference", key="dom_try_fill", on_click=_fill, args=(reference_text(domain, task),))
+    cols[1].button("Fill in the reference", key="dom_try_fill", on_click=_fill, args=(domain.reference_completion(task),))
     task_key = (task.domain, task.difficulty, task.seed, text)
     if score:
         try:
@@ -213,10 +204,9 @@ def levels_frame(report: dict) -> pd.DataFrame:
     """The per-level rows of a validation report, prompt lengths flattened."""
     rows = []
     for row in report.get("levels", []):
-        flat = {k: v for k, v in row.items() if k not in ("prompt_chars", "problems")}
+        flat = {k: "; ".join(v) if isinstance(v, list) else v for k, v in row.items() if k != "prompt_chars"}
         for q, v in (row.get("prompt_chars") or {}).items():
             flat[f"chars_{q}"] = v
-        flat["problems"] = "; ".join(row.get("problems") or [])
         rows.append(flat)
     return pd.DataFrame(rows)
 
