@@ -61,3 +61,8 @@ class SandboxTimeout(SandboxError):
 class GenerationTimeout(WorkbenchError):
     """A task generator did not finish within its time limit (some upstream generators loop
     for a very long time on rare seeds); the caller draws another seed or reports it."""
+
+
+class DocumentError(WorkbenchError, ValueError):
+    """A document given to retrieval can't be used (empty, binary, too large, undecodable);
+    the message says what was wrong and what to do instead."""
