@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -34,9 +35,8 @@ def cmd_run(args) -> int:
     from tqdm import tqdm
 
     from backend.config import load_config
-    from backend.runs import run_foreground
-
     from backend.mixes import resolve_mix
+    from backend.runs import run_foreground
 
     cfg = load_config(args.config)  # validated before any run row exists
     store = _store(args)
@@ -338,6 +338,69 @@ def cmd_mix_show(args) -> int:
     return 0
 
 
+def cmd_eval_context_length(args) -> int:
+    from transformers import AutoTokenizer
+
+    from backend.models import resolve_model
+    from trainer.context_length import SweepConfig, run_sweep
+
+    cfg = SweepConfig(lengths=args.lengths, depths=args.depths, haystacks=args.haystacks,
+                      budget_tokens=args.budget, window_tokens=args.window,
+                      model_needles=0 if args.evidence_only else min(args.model_needles, args.haystacks))
+    path = resolve_model(args.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    engine = None
+    if not args.evidence_only:
+        from trainer.rollout import open_engine
+
+        print(f"rollout engine: {args.engine} ({path})", file=sys.stderr)
+        engine = open_engine(args.engine, path, seed=cfg.seed, max_model_len=max(cfg.window_tokens, 8192) + 256) \
+            if args.engine == "vllm" else open_engine("hf", path, seed=cfg.seed)
+    try:
+        result = run_sweep(tokenizer, cfg, engine=engine, model_path=path,
+                           progress=lambda line: print(line, file=sys.stderr))
+    finally:
+        if engine is not None:
+            engine.close()
+    sweep_id = _store(args).record_context_sweep(args.model, result)
+    print(f"{'length':>9} {'depth':>5}  {'evidence(retrieval)':>19} {'evidence(full)':>14} "
+          f"{'acc(retrieval)':>14} {'acc(full)':>9}")
+    cells = {(c["length"], c["depth"], c["mode"]): c for c in result["cells"]}
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"
+    for length in cfg.lengths:
+        for depth in cfg.depths:
+            r, f = cells.get((length, depth, "retrieval"), {}), cells.get((length, depth, "full"), {})
+            print(f"{length:>9,} {depth:>4}%  {fmt(r.get('evidence_rate')):>19} {fmt(f.get('evidence_rate')):>14} "
+                  f"{fmt(r.get('accuracy')):>14} {fmt(f.get('accuracy')):>9}")
+    worst = min((c["evidence_rate"] for c in result["cells"] if c["mode"] == "retrieval"), default=None)
+    print(f"sweep {sweep_id} stored ({result['seconds']} s, window {result['window_tokens']} tokens); "
+          f"lowest retrieval evidence rate over cells: {fmt(worst)}; see it on the page under Retrieval")
+    return 0
+
+
+def _token_count(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; write e.g. 4000, 4k or 1M")
+    return int(float(m.group(1)) * {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()])
+
+
+def _int_list(parse):
+    def parse_list(text: str) -> list[int]:
+        items = [t for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("give at least one value, comma-separated")
+        return [parse(t) for t in items]
+
+    return parse_list
+
+
+def _depth(text: str) -> int:
+    if not text.strip().isdigit() or int(text) > 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a depth; use whole percents 0..100, e.g. 0,50,100")
+    return int(text)
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -411,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     ds = doms.add_parser("show", help="one domain: levels, source, example tasks, validation")
     ds.add_argument("name")
     ds.add_argument("--level", type=_positive, default=None, help="level of the examples (default: easiest)")
-    ds.add_argument("--examples", type=int, choices=range(0, 11), default=2, metavar="N", help="examples (0-10)")
+    ds.add_argument("--examples", type=int, choices=range(11), default=2, metavar="N", help="examples (0-10)")
     ds.set_defaults(fn=cmd_domains_show)
     dv = doms.add_parser("validate", help="check generation, determinism, diversity and the verifier at every "
                                           "level; stores the reports; exits 1 if a domain fails")
@@ -443,6 +506,25 @@ def build_parser() -> argparse.ArgumentParser:
     ms.add_argument("name")
     ms.add_argument("--json", action="store_true", help="print JSON")
     ms.set_defaults(fn=cmd_mix_show)
+
+    ev = sub.add_parser("eval", help="evaluation").add_subparsers(dest="eval_command", required=True)
+    cl = ev.add_parser("context-length", help="needle sweep over haystack lengths and depths, with and "
+                       "without retrieval; stored for the Retrieval page's heat map")
+    cl.add_argument("model", help="model name (e.g. smollm2-135m) or checkpoint directory")
+    cl.add_argument("--lengths", type=_int_list(_token_count), default=[4_000, 16_000, 64_000, 256_000, 1_000_000],
+                    help="haystack lengths in tokens, e.g. 4k,16k,64k,256k,1M (the default)")
+    cl.add_argument("--depths", type=_int_list(_depth), default=list(range(0, 101, 10)),
+                    help="needle depths in percent (default 0,10,...,100)")
+    cl.add_argument("--haystacks", type=_positive, default=10, help="haystacks per length, one needle per depth "
+                    "in each (default 10)")
+    cl.add_argument("--model-needles", type=int, default=1, help="haystacks per length whose needles the model "
+                    "answers, in both modes (default 1)")
+    cl.add_argument("--budget", type=_positive, default=1536, help="retrieval context budget in tokens")
+    cl.add_argument("--window", type=int, default=0, help="model context window in tokens (default: from its config)")
+    cl.add_argument("--engine", choices=["hf", "vllm"], default="vllm", help="rollout engine for the answers")
+    cl.add_argument("--evidence-only", action="store_true", help="measure only whether the evidence reaches the "
+                    "context; don't run the model")
+    cl.set_defaults(fn=cmd_eval_context_length)
 
     ui = sub.add_parser("ui", help="start the Streamlit page")
     ui.add_argument("--host", default="127.0.0.1")

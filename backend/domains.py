@@ -443,16 +443,20 @@ _REGISTRY_LOCK = threading.Lock()
 def registry() -> dict[str, Domain]:
     """All registered domains by name, built on first call: the hand-made five, every
     other reasoning-gym generator (`backend.rg_domains`), `humaneval` and the
-    `terminal_*` family (sandbox-verified)."""
+    `terminal_*` family (sandbox-verified), and the long-document domains
+    (`backend.long_docs`: needle_haystack, financial_report)."""
     if not _REGISTRY:
         with _REGISTRY_LOCK:
             if not _REGISTRY:
                 from backend.code_domains import HUMANEVAL
+                from backend.long_docs import long_doc_domains
                 from backend.rg_domains import build_rg_domains
                 from backend.terminal_env import TERMINAL_DOMAINS
 
                 hand = _hand_made()
-                built = {**hand, **build_rg_domains(skip=set(hand)), HUMANEVAL.name: HUMANEVAL, **TERMINAL_DOMAINS}
+                long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
+                built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
+                         **TERMINAL_DOMAINS, **long_docs}
                 _REGISTRY.update(sorted(built.items()))
     return _REGISTRY
 
@@ -478,11 +482,16 @@ def get_domain(name: str) -> Domain:
         raise DomainNotFound(f"unknown domain {name!r}; {hint}list them with `rlwb domains list`") from None
 
 
-def build_messages(task: Task) -> list[dict]:
+def build_messages(task: Task, tokenizer=None) -> list[dict]:
     """Chat messages that pose a task to the model (its domain's `messages`): for
     reasoning-gym domains the question plus the answer-format instruction
-    (`ANSWER_INSTRUCTION`); coding and terminal domains have their own instructions."""
-    return get_domain(task.domain).messages(task)
+    (`ANSWER_INSTRUCTION`); coding and terminal domains have their own instructions;
+    retrieval domains put the context assembled in `tokenizer`'s tokens (the policy's;
+    None: the embedding model's, for previews) before the question."""
+    domain = get_domain(task.domain)
+    if domain.kind == "retrieval":
+        return domain.messages(task, tokenizer)
+    return domain.messages(task)
 
 
 def _malformed(text: str, allowed: str = "") -> bool:

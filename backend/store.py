@@ -129,9 +129,17 @@ def _migrate_4(db: sqlite_utils.Database) -> None:
                        pk=("name", "version"), not_null={"spec", "created_at"})
 
 
+def _migrate_5(db: sqlite_utils.Database) -> None:
+    """Version 5: retrieval domains record how each prompt's context was assembled;
+    context-length sweeps (`rlwb eval context-length`)."""
+    db["trajectories"].add_column("retrieval", str)
+    db["context_sweeps"].create({"id": int, "model": str, "config": str, "result": str, "created_at": str},
+                                pk="id", not_null={"model", "result", "created_at"})
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
-    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4}
+    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5}
 
 
 def _locked(method):
@@ -167,7 +175,7 @@ class Store:
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 4
+    SCHEMA_VERSION = 5
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -341,6 +349,7 @@ class Store:
             "finish_reason": s.completion.finish_reason, "created_at": now,
             "turns": json.dumps(s.turns, default=str) if s.turns else None, "fault": s.fault,
             "difficulty": int(s.difficulty) or None,
+            "retrieval": json.dumps(s.retrieval, default=str) if s.retrieval else None,
         } for s in samples]
         with self._writing(run_id):
             self.db["trajectories"].insert_all(rows)
@@ -409,9 +418,11 @@ class Store:
 
     @_locked
     def trajectory(self, traj_id: int) -> dict:
-        """One trajectory by id, breakdown decoded; raises TrajectoryNotFound if missing."""
+        """One trajectory by id, breakdown and retrieval record decoded; raises
+        TrajectoryNotFound if missing."""
         try:
-            return _decode_turns(_decode(dict(self.db["trajectories"].get(int(traj_id))), "breakdown"))
+            row = dict(self.db["trajectories"].get(int(traj_id)))
+            return _decode_turns(_decode(_decode(row, "breakdown"), "retrieval"))
         except sqlite_utils.db.NotFoundError:
             raise TrajectoryNotFound(f"trajectory {traj_id} not found") from None
 
@@ -499,6 +510,20 @@ class Store:
         row = self.db.execute("SELECT report, created_at FROM domain_validations WHERE domain = ? "
                               "ORDER BY id DESC LIMIT 1", [domain]).fetchone()
         return {**json.loads(row[0]), "created_at": row[1]} if row else None
+
+    @_locked
+    def record_context_sweep(self, model: str, result: dict) -> int:
+        """Store a context-length sweep (`trainer.context_length.run_sweep`'s result); returns its id."""
+        with self.db.conn:
+            return self.db["context_sweeps"].insert({
+                "model": str(model), "config": json.dumps(result.get("config", {})),
+                "result": json.dumps(result), "created_at": _now()}).last_pk
+
+    @_locked
+    def context_sweeps(self, limit: int = 20) -> list[dict]:
+        """The newest sweeps first, each with its decoded `result`."""
+        rows = self.db["context_sweeps"].rows_where(order_by="id desc", limit=limit)
+        return [_decode(_decode(r, "result"), "config") for r in rows]
 
     @_locked
     def save_mix(self, name: str, spec: dict, note: str = "") -> int:

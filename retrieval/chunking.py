@@ -6,8 +6,9 @@
 
 The document is cut into sentences (paragraph breaks kept); sentences are packed greedily
 into chunks of at most `chunk_tokens` tokens of `tokenizer` (the policy model's, so that
-budgets downstream are in the model's tokens); each chunk starts with the last sentences
-of the previous one, up to `overlap_tokens`. A markdown heading (`#`, `##`, ...) always
+budgets downstream are in the model's tokens); each chunk starts with the last whole
+sentences of the previous one, up to `overlap_tokens` (none when the last sentence alone is
+longer). A markdown heading (`#`, `##`, ...) always
 starts a new chunk and names the `section` of the chunks under it, so a change inside one
 section leaves the chunks of every other section identical (their embeddings are then
 reused from the cache). A sentence longer than a chunk is cut at token boundaries.

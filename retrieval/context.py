@@ -42,6 +42,9 @@ class Context:
             n_tokens, depth (start_token / document tokens, 0..1), rank (fine rank, 0 = best)
             and the scores (dense, bm25, fused, fine).
         dropped: Fine-ranked fragments that did not fit.
+        document_tokens: Length of the documents behind it (policy tokens), when known.
+        evidence_in_context: Whether every known evidence sentence is in `text` (None when
+            the task names no evidence).
     """
 
     text: str
@@ -50,6 +53,14 @@ class Context:
     summary: str = ""
     fragments: list[dict] = field(default_factory=list)
     dropped: int = 0
+    document_tokens: int = 0
+    evidence_in_context: bool | None = None
+
+    def record(self) -> dict:
+        """What a trajectory stores: sizes, fragments (without their text), evidence flag."""
+        return {"context_tokens": self.tokens, "budget_tokens": self.budget_tokens,
+                "document_tokens": self.document_tokens, "evidence_in_context": self.evidence_in_context,
+                "dropped": self.dropped, "fragments": self.fragments}
 
 
 def summarize(documents: dict[str, str], tokenizer, max_tokens: int = 160, sizes: dict[str, int] | None = None) -> str:

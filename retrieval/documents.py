@@ -42,7 +42,7 @@ def read_document(data: bytes | str, name: str = "document", max_bytes: int = MA
         raise DocumentError(f"{name} is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB limit; "
                             "split it into several documents of one collection")
     text = data if isinstance(data, str) else _decode(data, name)
-    text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> U+FFFD
+    text = re.sub(r"[\ud800-\udfff]", "\ufffd", text)  # lone surrogates -> U+FFFD
     text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
     if not text.strip():
         raise DocumentError(f"{name} is empty (no text after decoding); give a document with some text")

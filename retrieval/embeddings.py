@@ -42,7 +42,7 @@ class Embedder:
         batch_size: Texts per forward pass.
     """
 
-    _shared: "Embedder | None" = None
+    _shared: Embedder | None = None
     _shared_lock = threading.Lock()
 
     def __init__(self, model_path: str | Path | None = None, batch_size: int = 64):
@@ -59,7 +59,7 @@ class Embedder:
         self.encoded = 0  # texts actually run through the model (cache misses)
 
     @classmethod
-    def shared(cls) -> "Embedder":
+    def shared(cls) -> Embedder:
         """The process-wide default embedder (loaded on first use, ~3 s)."""
         with cls._shared_lock:
             if cls._shared is None:

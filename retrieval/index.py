@@ -46,7 +46,7 @@ class DenseIndex:
         self.index, self.params = index, params
 
     @classmethod
-    def build(cls, vectors: np.ndarray, kind: str = "auto", seed: int = 0) -> "DenseIndex":
+    def build(cls, vectors: np.ndarray, kind: str = "auto", seed: int = 0) -> DenseIndex:
         """Index `vectors`.
 
         Args:
@@ -108,7 +108,7 @@ class DenseIndex:
         (directory / "dense.json").write_text(json.dumps(self.params))
 
     @classmethod
-    def load(cls, directory: Path) -> "DenseIndex":
+    def load(cls, directory: Path) -> DenseIndex:
         index = _faiss().read_index(str(directory / "dense.faiss"))
         params = json.loads((directory / "dense.json").read_text())
         if params.get("kind") == "hnsw":
@@ -140,7 +140,7 @@ class LexicalIndex:
         return bm25s.tokenize(texts, stopwords="en", show_progress=False)
 
     @classmethod
-    def build(cls, texts: list[str]) -> "LexicalIndex":
+    def build(cls, texts: list[str]) -> LexicalIndex:
         """Index `texts` (one per chunk); the i-th text gets id i."""
         import bm25s
 
@@ -165,7 +165,7 @@ class LexicalIndex:
         (directory / "bm25.json").write_text(json.dumps({"n": self.n}))
 
     @classmethod
-    def load(cls, directory: Path) -> "LexicalIndex":
+    def load(cls, directory: Path) -> LexicalIndex:
         import bm25s
 
         bm25 = bm25s.BM25.load(str(directory / "bm25"), show_progress=False)

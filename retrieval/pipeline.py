@@ -50,9 +50,7 @@ RRF_K = 60
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w\w+")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-_STOP = frozenset("""a an the of in on at to for from by with and or is are was were be been what which who whom
-whose when where why how does do did this that these those it its as into than then there their about according
-document report please answer give tell me you your""".split())
+_STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "does", "do", "did", "this", "that", "these", "those", "it", "its", "as", "into", "than", "then", "there", "their", "about", "according", "document", "report", "please", "answer", "give", "tell", "me", "you", "your"])
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,7 @@ class Collection:
 
     @classmethod
     def build(cls, documents: dict[str, str], tokenizer, cfg: RetrievalConfig | None = None,
-              embedder: Embedder | None = None) -> "Collection":
+              embedder: Embedder | None = None) -> Collection:
         """Chunk, embed and index `documents`.
 
         Args:
@@ -151,7 +149,7 @@ class Collection:
 
     @classmethod
     def open(cls, name: str, documents: dict[str, str], tokenizer, cfg: RetrievalConfig | None = None,
-             embedder: Embedder | None = None, root: Path | None = None) -> "Collection":
+             embedder: Embedder | None = None, root: Path | None = None) -> Collection:
         """The persisted collection `name` if it was built from the same documents and
         settings, else a fresh build saved under that name (atomically replacing the old).
 
@@ -181,8 +179,7 @@ class Collection:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         try:
             with open(tmp / "chunks.jsonl", "w") as f:
-                for c in self.chunks:
-                    f.write(json.dumps(asdict(c)) + "\n")
+                f.writelines(json.dumps(asdict(c)) + "\n" for c in self.chunks)
             (tmp / "outline.json").write_text(json.dumps(self.summary_source))
             self.dense.save(tmp)
             self.lexical.save(tmp)
@@ -195,7 +192,7 @@ class Collection:
             raise
 
     @classmethod
-    def load(cls, path: Path) -> "Collection":
+    def load(cls, path: Path) -> Collection:
         """Read a collection written by `save`.
 
         Raises:

@@ -50,7 +50,7 @@ def render_prompt(tokenizer, task: Task) -> tuple[str, list[int]]:
     Returns:
         The prompt text (generation prompt appended) and its token ids.
     """
-    text = tokenizer.apply_chat_template(build_messages(task), add_generation_prompt=True, tokenize=False)
+    text = tokenizer.apply_chat_template(build_messages(task, tokenizer), add_generation_prompt=True, tokenize=False)
     return text, tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
@@ -123,10 +123,11 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
         outs = engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
                                temperature=temperature, top_p=top_p)
         for g, (text, ids), comps in zip(single, rendered, outs):
+            retrieval = _retrieval_record(tasks[g], tokenizer)
             for i, comp in enumerate(comps):
                 samples.append(Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
                                       prompt_ids=list(ids), completion=comp, answer=tasks[g].answer,
-                                      difficulty=tasks[g].difficulty))
+                                      difficulty=tasks[g].difficulty, retrieval=retrieval))
         _score(samples, {g: tasks[g] for g in single}, runtime)
     if multi:
         from trainer.episodes import rollout_episodes
@@ -136,6 +137,13 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
             max_new_tokens=max_new_tokens, max_episode_tokens=cfg.max_episode_tokens, temperature=temperature,
             top_p=top_p, command_timeout_s=cfg.command_timeout_s, groups=multi)
     return sorted(samples, key=lambda s: (s.group, s.index))
+
+
+def _retrieval_record(task: Task, tokenizer) -> dict | None:
+    """For retrieval domains, what the prompt's context was built from (see
+    `retrieval.context.Context.record`); None for the others."""
+    domain = get_domain(task.domain)
+    return domain.context(task, tokenizer).record() if domain.kind == "retrieval" else None
 
 
 def _score(samples: list[Sample], tasks: dict[int, Task], runtime) -> None:

@@ -62,6 +62,9 @@ class Sample:
         turns: multi-turn episodes only: one dict per turn (model text, command, stdout,
             stderr, exit code, duration in ms, timed_out).
         difficulty: the task's level in its domain (1 easy .. n hard); 0 when unknown.
+        retrieval: retrieval domains only: how the context was assembled -- context and
+            document sizes (tokens), whether the evidence made it in, and each fragment's
+            location and scores (`retrieval.context.Context.record`).
     """
 
     domain: str
@@ -78,6 +81,7 @@ class Sample:
     fault: str | None = None
     turns: list[dict] = field(default_factory=list)
     difficulty: int = 0
+    retrieval: dict | None = None
 
 
 @dataclass

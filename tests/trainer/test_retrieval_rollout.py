@@ -1,0 +1,83 @@
+"""Retrieval domains in the RL loop: the prompt carries the assembled context, each sample
+keeps the retrieval record, the store round-trips it; the needle sweep and its CLI."""
+
+import json
+
+import pytest
+
+from backend.long_docs import Needle, needle_task
+from backend.store import Store
+from trainer.context_length import SweepConfig, run_sweep
+from trainer.loop import rollout
+from trainer.rollout import open_engine
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def test_rollout_records_retrieved_fragments_and_the_store_keeps_them(tiny_model_dir, tokenizer, tmp_path):
+    task = needle_task(2, 4000, [Needle("olive safe", "60417", 30)])
+    with open_engine("hf", tiny_model_dir, seed=0) as engine:
+        samples = rollout(engine, tokenizer, [task], group_size=2, max_new_tokens=4, temperature=1.0, top_p=1.0)
+    assert len(samples) == 2
+    for s in samples:
+        assert "The secret code for the olive safe is 60417." in s.prompt
+        assert len(s.prompt_ids) <= 1536 + 200  # budget plus question, template and instruction
+        assert s.retrieval["evidence_in_context"] is True and s.retrieval["fragments"]
+    with Store(tmp_path / "r.db") as store:
+        run_id = store.create_run("r", {}, 1)
+        store.record_trajectories(run_id, 0, samples)
+        row = store.trajectories(run_id)[0]
+        got = store.trajectory(row["id"])
+    assert got["retrieval"]["fragments"] == samples[0].retrieval["fragments"]
+    assert got["retrieval"]["context_tokens"] == samples[0].retrieval["context_tokens"]
+
+
+def test_needle_sweep_evidence_and_model_answers(tiny_model_dir, tokenizer):
+    cfg = SweepConfig(lengths=[2_000, 8_000], depths=[0, 50, 100], haystacks=1, model_needles=1, window_tokens=1024,
+                      max_new_tokens=4)
+    with open_engine("hf", tiny_model_dir, seed=0) as engine:
+        result = run_sweep(tokenizer, cfg, engine=engine, model_path=tiny_model_dir)
+    cells = {(c["length"], c["depth"], c["mode"]): c for c in result["cells"]}
+    assert len(cells) == 2 * 3 * 2
+    assert all(cells[(n, d, "retrieval")]["evidence_rate"] == 1.0 for n in (2_000, 8_000) for d in (0, 50, 100))
+    # an 8k-token haystack in a 1k window: the needle at the end is cut off, the one at the start is kept
+    assert cells[(8_000, 0, "full")]["evidence_rate"] == 1.0 and cells[(8_000, 100, "full")]["evidence_rate"] == 0.0
+    assert all(c["answered"] == 1 and c["accuracy"] in (0.0, 1.0) for c in cells.values())
+    json.dumps(result)  # storable
+
+
+def test_sweep_config_rejects_bad_values():
+    from backend.errors import ConfigError
+
+    for bad in ({"lengths": []}, {"lengths": [10]}, {"depths": [101]}, {"depths": [5, 5]}, {"haystacks": 0},
+                {"haystacks": 1, "model_needles": 2}):
+        with pytest.raises(ConfigError):
+            SweepConfig(**bad)
+
+
+def test_cli_context_length_bad_arguments(capsys):
+    from backend.cli import main
+
+    for argv, msg in ((["--lengths", "4q"], "not a token count"), (["--depths", "150"], "not a depth"),
+                      (["--haystacks", "0"], "positive")):
+        with pytest.raises(SystemExit) as exc:
+            main(["eval", "context-length", "smollm2-135m", *argv])
+        assert exc.value.code == 2 and msg in capsys.readouterr().err
+
+
+def test_cli_context_length_evidence_only_stores_a_sweep(tiny_model_dir, tmp_path, capsys):
+    from backend.cli import main
+
+    db = tmp_path / "s.db"
+    code = main(["--db", str(db), "eval", "context-length", str(tiny_model_dir), "--lengths", "2k",
+                 "--depths", "0,100", "--haystacks", "1", "--evidence-only"])
+    out = capsys.readouterr().out
+    assert code == 0 and "lowest retrieval evidence rate over cells: 1.00" in out
+    with Store(db) as store:
+        [sweep] = store.context_sweeps()
+    assert sweep["model"] == str(tiny_model_dir) and len(sweep["result"]["cells"]) == 4
