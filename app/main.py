@@ -1,7 +1,7 @@
 """RL Workbench page router: ``streamlit run app/main.py``.
 
 Reads the store at ``$RLWB_DB`` (or the default user data path) and routes between the
-Runs, Trajectories and Sandboxes pages. Holds no page content itself.
+Runs, Trajectories, Sandboxes, Domains and Retrieval pages. Holds no page content itself.
 """
 
 import sqlite3
@@ -18,6 +18,7 @@ pages = [
     st.Page("pages/trajectories.py", title="Trajectories", icon=":material/route:"),
     st.Page("pages/sandboxes.py", title="Sandboxes", icon=":material/deployed_code:"),
     st.Page("pages/domains.py", title="Domains", icon=":material/category:"),
+    st.Page("pages/retrieval.py", title="Retrieval", icon=":material/manage_search:"),
 ]
 page = st.navigation(pages)
 

@@ -29,8 +29,10 @@ from backend.errors import ConfigError
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=\S)")
 _HEADING = re.compile(r"^#{1,6}\s+\S")
-_TOKEN_CACHE: dict[str, int] = {}
-_TOKEN_CACHE_MAX = 500_000
+# id(tokenizer) -> (tokenizer, {text: count}); the tokenizer is held so its id can't be reused
+_TOKEN_CACHES: dict[int, tuple[object, dict[str, int]]] = {}
+_TOKEN_CACHE_MAX = 500_000  # texts per tokenizer
+_TOKENIZERS_MAX = 8
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,19 @@ def count_tokens(tokenizer, texts: list[str]) -> list[int]:
     Returns:
         One count (tokens) per text.
     """
-    missing = list(dict.fromkeys(t for t in texts if t not in _TOKEN_CACHE))
+    entry = _TOKEN_CACHES.get(id(tokenizer))
+    if entry is None:
+        if len(_TOKEN_CACHES) >= _TOKENIZERS_MAX:
+            _TOKEN_CACHES.pop(next(iter(_TOKEN_CACHES)))
+        entry = _TOKEN_CACHES[id(tokenizer)] = (tokenizer, {})
+    cache = entry[1]
+    missing = list(dict.fromkeys(t for t in texts if t not in cache))
     if missing:
-        if len(_TOKEN_CACHE) + len(missing) > _TOKEN_CACHE_MAX:
-            _TOKEN_CACHE.clear()
+        if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
+            cache.clear()
         ids = tokenizer(missing, add_special_tokens=False)["input_ids"]
-        _TOKEN_CACHE.update(zip(missing, map(len, ids)))
-    return [_TOKEN_CACHE[t] for t in texts]
+        cache.update(zip(missing, map(len, ids)))
+    return [cache[t] for t in texts]
 
 
 def _sentences(text: str) -> list[tuple[int, int, bool]]:

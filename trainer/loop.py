@@ -271,6 +271,11 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     engine_kw = {}
     if cfg.rollout_engine == "vllm":
         engine_kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
+        if any(get_domain(name).kind == "retrieval" for name in cfg.domain_specs()):
+            from backend.long_docs import CONTEXT_BUDGET_TOKENS
+
+            # the assembled context plus system message, question, template and the answer
+            engine_kw["max_model_len"] = CONTEXT_BUDGET_TOKENS + 512 + cfg.max_new_tokens
     # sandboxes first: a missing Docker engine fails the run before the engines spend a minute starting
     with maybe_runtime(cfg) as runtime:
         if runtime is not None:

@@ -2,7 +2,9 @@
 
 UI only: data comes from `backend.views` and `Store` verbs through cached loaders. Shows
 single-turn samples (prompt, completion, reward breakdown) and, for multi-turn episodes,
-each turn: the model's text, the parsed command, its exit code, timing and output. The table shows at most `LIMIT` rows.
+each turn: the model's text, the parsed command, its exit code, timing and output; for
+retrieval domains, the fragments the context was assembled from (with their scores).
+The table shows at most `LIMIT` rows.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import streamlit as st
 
 from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
 from backend import views
+from backend.retrieval_service import fragments_frame
 
 LIMIT = 500
 ALL_DOMAINS = "All domains"
@@ -76,6 +79,8 @@ def show_trajectory(traj: dict) -> None:
     st.code(traj["completion"], language=None, wrap_lines=True)
     if traj.get("turns"):
         show_turns(traj)
+    if traj.get("retrieval"):
+        show_retrieval(traj["retrieval"])
     st.markdown("**Reference answer**")
     st.code(traj["answer"] or "(none)", language=None, wrap_lines=True)
     st.markdown("**Reward breakdown**")
@@ -99,6 +104,21 @@ def show_turns(traj: dict) -> None:
                 if t.get("stderr"):
                     st.markdown("stderr")
                     st.code(t["stderr"], language=None, wrap_lines=True)
+
+
+def show_retrieval(record: dict) -> None:
+    """Sizes, evidence flag and fragments of a retrieval domain's assembled context."""
+    st.markdown("**Retrieved fragments**")
+    evidence = record.get("evidence_in_context")
+    cols = st.columns(3)
+    cols[0].metric("Context / budget (tokens)",
+                   f"{record.get('context_tokens', 0):,} / {record.get('budget_tokens', 0):,}")
+    cols[1].metric("Document (tokens)", f"{record.get('document_tokens', 0):,}")
+    cols[2].metric("Evidence in context", "unknown" if evidence is None else ("yes" if evidence else "no"))
+    st.caption(f"{len(record.get('fragments', []))} fragments in the context, in context order; "
+               f"{record.get('dropped', 0)} ranked fragments did not fit. "
+               "Depth is the share of the document before each fragment.")
+    st.dataframe(fragments_frame(record.get("fragments", [])), hide_index=True, key="traj_fragments")
 
 
 def show_group(traj: dict, frame: pd.DataFrame, group: list[dict]) -> None:

@@ -61,3 +61,12 @@ def test_empty_and_bad_settings(policy_tokenizer):
         chunk_document(DOC, policy_tokenizer, chunk_tokens=4)
     with pytest.raises(ConfigError, match="overlap_tokens"):
         chunk_document(DOC, policy_tokenizer, chunk_tokens=64, overlap_tokens=40)
+
+
+def test_token_counts_are_kept_per_tokenizer(policy_tokenizer, embedder):
+    text = "Tomatoes need sun and water in the morning; basil grows well beside them."
+    tiny = count_tokens(policy_tokenizer, [text])[0]
+    minilm = count_tokens(embedder.tokenizer, [text])[0]
+    assert tiny == len(policy_tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert minilm == len(embedder.tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert tiny != minilm and count_tokens(policy_tokenizer, [text])[0] == tiny
