@@ -22,7 +22,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from backend.errors import WorkbenchError
+from backend.errors import DocumentError, WorkbenchError
 
 
 def _store(args):
@@ -378,6 +378,53 @@ def cmd_eval_context_length(args) -> int:
     return 0
 
 
+def _policy_tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    from backend.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(model))
+
+
+def cmd_retrieval_index(args) -> int:
+    from retrieval.documents import read_document
+    from retrieval.pipeline import Collection, RetrievalConfig, collection_path
+
+    path = collection_path(args.name)  # checks the name before any work
+    documents = {}
+    for file in args.files:
+        p = Path(file)
+        if not p.is_file():
+            raise DocumentError(f"{file}: no such file; give paths of text files")
+        documents[p.name] = read_document(p.read_bytes(), name=str(p))
+    cfg = RetrievalConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
+    col = Collection.open(args.name, documents, _policy_tokenizer(args.model), cfg)
+    print(f"collection {args.name}: {len(documents)} document(s), {col.meta['chunks']} chunks, "
+          f"index {json.dumps(col.meta['index'])}; stored in {path}")
+    return 0
+
+
+def cmd_retrieval_search(args) -> int:
+    from retrieval.pipeline import Collection, Retriever, collection_path
+
+    path = collection_path(args.name)
+    if not (path / "meta.json").is_file():
+        raise DocumentError(f"no collection {args.name!r}; build it with `rlwb retrieval index {args.name} FILE...`")
+    col = Collection.load(path)
+    chunked_with = col.meta.get("tokenizer", "")
+    tokenizer = _policy_tokenizer(args.model or (chunked_with if Path(chunked_with).is_dir() else "smollm2-135m"))
+    ctx = Retriever(col).build_context(args.question, budget_tokens=args.budget, tokenizer=tokenizer)
+    if args.json:
+        print(json.dumps(ctx.record() | {"text": ctx.text}, indent=2))
+        return 0
+    for f in ctx.fragments:
+        print(f"#{f['rank']:<2} {f['chunk_id']:<24} depth {f['depth']:.0%}  fine {f['fine']:.3f}  "
+              f"dense {f['dense'] if f['dense'] is None else round(f['dense'], 3)}  {f['best_sentence'][:70]!r}")
+    print(f"context: {ctx.tokens} of {ctx.budget_tokens} tokens, {len(ctx.fragments)} fragments ({ctx.dropped} "
+          "did not fit); --json prints the context itself")
+    return 0
+
+
 def _token_count(text: str) -> int:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
     if not m:
@@ -525,6 +572,25 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--evidence-only", action="store_true", help="measure only whether the evidence reaches the "
                     "context; don't run the model")
     cl.set_defaults(fn=cmd_eval_context_length)
+
+    ret = sub.add_parser("retrieval", help="persisted document collections: index and search")
+    rets = ret.add_subparsers(dest="retrieval_command", required=True)
+    ri = rets.add_parser("index", help="chunk, embed and index text files into a named collection (reused "
+                         "when the files and settings are unchanged)")
+    ri.add_argument("name", help="collection name: letters, digits, '_', '.', '-'")
+    ri.add_argument("files", nargs="+", help="text files (UTF-8 or another recognisable encoding)")
+    ri.add_argument("--model", default="smollm2-135m", help="policy model whose tokenizer measures chunks")
+    ri.add_argument("--chunk-tokens", type=_positive, default=192, help="chunk length in tokens (default 192)")
+    ri.add_argument("--overlap-tokens", type=int, default=24, help="overlap between chunks in tokens (default 24)")
+    ri.set_defaults(fn=cmd_retrieval_index)
+    rq = rets.add_parser("search", help="coarse search, fine ranking and the assembled context for a question")
+    rq.add_argument("name")
+    rq.add_argument("question")
+    rq.add_argument("--model", default=None, help="policy model whose tokenizer counts the budget (default: the "
+                    "one the collection was chunked with)")
+    rq.add_argument("--budget", type=_positive, default=1536, help="context budget in tokens")
+    rq.add_argument("--json", action="store_true", help="print the context and its record as JSON")
+    rq.set_defaults(fn=cmd_retrieval_search)
 
     ui = sub.add_parser("ui", help="start the Streamlit page")
     ui.add_argument("--host", default="127.0.0.1")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,6 @@ from backend.errors import ConfigError, DocumentError, ModelNotFound
 PAGE_MAX_BYTES = 4 * 2**20  # documents built on the page, in all (~1M tokens)
 MAX_NEW_TOKENS = 48
 EMBEDDING_TOKENIZER = "embedding"  # `load_tokenizer` key of the embedding model's tokenizer
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")  # as `retrieval.pipeline` names collections
 
 
 # ---------------------------------------------------------------- policies and tokenizers
@@ -228,12 +226,9 @@ def save_collection(collection, name: str, root: Path | None = None) -> Path:
     Raises:
         ConfigError: a name that is not 1-100 letters, digits, '_', '.', '-'.
     """
-    from retrieval.pipeline import collections_dir
+    from retrieval.pipeline import collection_path
 
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigError(f"collection name must be 1-100 letters, digits, '_', '.', '-' (starting with a letter "
-                          f"or digit), got {name!r}")
-    path = (root or collections_dir()) / name
+    path = collection_path(name, root)
     collection.save(path)
     return path
 

@@ -97,6 +97,19 @@ def collections_dir() -> Path:
     return model_cache_dir().parent / "retrieval"
 
 
+def collection_path(name: str, root: Path | None = None) -> Path:
+    """Directory of the collection `name` under `root` (default `collections_dir()`).
+
+    Raises:
+        ConfigError: a name that is not 1-100 letters, digits, '_', '.', '-' starting with
+            a letter or digit (so it can't leave the directory).
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"collection name must be 1-100 letters, digits, '_', '.', '-' (starting with a letter "
+                          f"or digit), got {name!r}")
+    return (root or collections_dir()) / name
+
+
 def _digest(documents: dict[str, str], tokenizer, cfg: RetrievalConfig, embedder_name: str) -> str:
     h = hashlib.sha256()
     for doc_id in sorted(documents):
@@ -157,10 +170,8 @@ class Collection:
             ConfigError: a name that is not 1-100 letters, digits, '_', '.', '-'.
             DocumentError: as `build`.
         """
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ConfigError(f"collection name must be 1-100 letters, digits, '_', '.', '-', got {name!r}")
+        path = collection_path(name, root)
         cfg, embedder = cfg or RetrievalConfig(), embedder or Embedder.shared()
-        path = (root or collections_dir()) / name
         digest = _digest(documents, tokenizer, cfg, embedder.name) if documents else ""
         if (path / "meta.json").is_file():
             try:

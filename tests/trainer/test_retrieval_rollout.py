@@ -81,3 +81,20 @@ def test_cli_context_length_evidence_only_stores_a_sweep(tiny_model_dir, tmp_pat
     with Store(db) as store:
         [sweep] = store.context_sweeps()
     assert sweep["model"] == str(tiny_model_dir) and len(sweep["result"]["cells"]) == 4
+
+
+def test_cli_retrieval_index_and_search(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    from backend.cli import main
+
+    monkeypatch.setenv("RLWB_CACHE", str(tmp_path / "cache"))
+    doc = tmp_path / "notes.txt"
+    doc.write_text("Weather notes. " * 50 + "The secret code for the teal gate is 31337. " + "More notes. " * 50)
+    assert main(["retrieval", "index", "notes", str(doc), "--model", str(tiny_model_dir)]) == 0
+    assert "1 document(s)" in capsys.readouterr().out
+    assert main(["retrieval", "search", "notes", "What is the secret code for the teal gate?", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert "31337" in record["text"] and record["context_tokens"] <= 1536
+    (tmp_path / "bin").write_bytes(b"\x00\x01\x02")
+    assert main(["retrieval", "index", "bad", str(tmp_path / "bin"), "--model", str(tiny_model_dir)]) == 2
+    assert "binary" in capsys.readouterr().err
+    assert not (tmp_path / "cache" / "retrieval" / "bad").exists()
