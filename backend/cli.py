@@ -342,7 +342,7 @@ def cmd_eval_context_length(args) -> int:
     from transformers import AutoTokenizer
 
     from backend.models import resolve_model
-    from trainer.context_length import SweepConfig, run_sweep
+    from trainer.context_length import SweepConfig, model_window, run_sweep
 
     cfg = SweepConfig(lengths=args.lengths, depths=args.depths, haystacks=args.haystacks,
                       budget_tokens=args.budget, window_tokens=args.window,
@@ -354,7 +354,7 @@ def cmd_eval_context_length(args) -> int:
         from trainer.rollout import open_engine
 
         print(f"rollout engine: {args.engine} ({path})", file=sys.stderr)
-        engine = open_engine(args.engine, path, seed=cfg.seed, max_model_len=max(cfg.window_tokens, 8192) + 256) \
+        engine = open_engine(args.engine, path, seed=cfg.seed, max_model_len=model_window(path, cfg)) \
             if args.engine == "vllm" else open_engine("hf", path, seed=cfg.seed)
     try:
         result = run_sweep(tokenizer, cfg, engine=engine, model_path=path,

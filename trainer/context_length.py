@@ -74,7 +74,9 @@ class SweepConfig:
             raise ConfigError(f"model_needles must be in [0, haystacks], got {self.model_needles!r}")
 
 
-def _window(engine_model_path, cfg: SweepConfig) -> int:
+def model_window(engine_model_path, cfg: SweepConfig) -> int:
+    """The context window in tokens: `cfg.window_tokens` if set, else the checkpoint's
+    `max_position_embeddings` (8192 when there is no checkpoint)."""
     if cfg.window_tokens:
         return cfg.window_tokens
     if engine_model_path is None:
@@ -113,7 +115,7 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
     from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
     start = time.monotonic()
-    window = _window(model_path, cfg)
+    window = model_window(model_path, cfg)
     room = max(256, window - cfg.max_new_tokens - 128)
     rcfg = RetrievalConfig(budget_tokens=cfg.budget_tokens)
     cells: dict[tuple, dict] = {}
