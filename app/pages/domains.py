@@ -152,7 +152,17 @@ def show_sample(domain):
     except Exception as e:  # noqa: BLE001 - a third-party generator may raise anything; show it
         st.error(f"Generating {domain.name} level {level} seed {seed} failed: {type(e).__name__}: {e}")
         return None
-    for message in build_messages(task):
+    if domain.kind == "retrieval":  # its context is assembled per policy tokenizer; the Retrieval page shows it
+        st.markdown("**Question** (the model sees it after the retrieved context)")
+        st.code(task.question, language=None, wrap_lines=True)
+        st.caption("The prompt holds a global summary and the best fragments of the task's documents, fitted to "
+                   "the policy's token budget. Open this task on the Retrieval page (source: task) to see the "
+                   "chunks, the ranking and the assembled context.")
+        st.page_link("pages/retrieval.py", label="Retrieval page", icon=":material/manage_search:")
+        messages = []
+    else:
+        messages = build_messages(task)
+    for message in messages:
         if message["role"] == "system":
             st.caption(f"System: {message['content']}")
         else:

@@ -188,3 +188,11 @@ def test_valid_mix_saves_version_1_then_2(tmp_path, monkeypatch):
     _ok(at)
     assert at.number_input(key="dom_mix_w_basic_arithmetic").value == 2.0
     assert at.slider(key="dom_mix_lv_basic_arithmetic").value == (2, 3)
+
+
+def test_a_retrieval_domain_shows_its_question_and_points_to_the_retrieval_page(tmp_path, monkeypatch):
+    at = _open(_db(tmp_path), monkeypatch)
+    at.selectbox(key="dom_domain").set_value("needle_haystack").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("What is the secret code" in c.value or "What are the secret codes" in c.value for c in at.code)
+    assert any("Retrieval page" in c.value for c in at.caption)
