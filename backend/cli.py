@@ -364,14 +364,15 @@ def cmd_eval_context_length(args) -> int:
             engine.close()
     sweep_id = _store(args).record_context_sweep(args.model, result)
     print(f"{'length':>9} {'depth':>5}  {'evidence(retrieval)':>19} {'evidence(full)':>14} "
-          f"{'acc(retrieval)':>14} {'acc(full)':>9}")
+          f"{'acc(retrieval)':>14} {'acc(full)':>9} {'mention(retrieval)':>18} {'mention(full)':>13}")
     cells = {(c["length"], c["depth"], c["mode"]): c for c in result["cells"]}
     fmt = lambda v: "-" if v is None else f"{v:.2f}"
     for length in cfg.lengths:
         for depth in cfg.depths:
             r, f = cells.get((length, depth, "retrieval"), {}), cells.get((length, depth, "full"), {})
             print(f"{length:>9,} {depth:>4}%  {fmt(r.get('evidence_rate')):>19} {fmt(f.get('evidence_rate')):>14} "
-                  f"{fmt(r.get('accuracy')):>14} {fmt(f.get('accuracy')):>9}")
+                  f"{fmt(r.get('accuracy')):>14} {fmt(f.get('accuracy')):>9} {fmt(r.get('mention_rate')):>18} "
+                  f"{fmt(f.get('mention_rate')):>13}")
     worst = min((c["evidence_rate"] for c in result["cells"] if c["mode"] == "retrieval"), default=None)
     print(f"sweep {sweep_id} stored ({result['seconds']} s, window {result['window_tokens']} tokens); "
           f"lowest retrieval evidence rate over cells: {fmt(worst)}; see it on the page under Retrieval")
@@ -392,12 +393,22 @@ def cmd_retrieval_index(args) -> int:
 
     path = collection_path(args.name)  # checks the name before any work
     documents = {}
-    for file in args.files:
+    names = [Path(f).name for f in args.files]
+    for file, name in zip(args.files, names):
         p = Path(file)
+        if p.is_dir():
+            raise DocumentError(f"{file} is a directory; give paths of text files")
         if not p.is_file():
             raise DocumentError(f"{file}: no such file; give paths of text files")
-        documents[p.name] = read_document(p.read_bytes(), name=str(p))
+        doc_id = name if names.count(name) == 1 else file  # two report.txt files keep their paths
+        if doc_id in documents:
+            raise DocumentError(f"{file} is given twice; give each file once")
+        documents[doc_id] = read_document(p.read_bytes(), name=str(p))
     cfg = RetrievalConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
+    size = sum(len(t) for t in documents.values())
+    if size > 4 * 2**20:
+        print(f"{size / 2**20:.0f} MiB of text: about {size / 4.2 / args.chunk_tokens:,.0f} chunks to embed at "
+              "~25 chunks/s on a 2-core CPU; the progress bar follows", file=sys.stderr)
     col = Collection.open(args.name, documents, _policy_tokenizer(args.model), cfg)
     print(f"collection {args.name}: {len(documents)} document(s), {col.meta['chunks']} chunks, "
           f"index {json.dumps(col.meta['index'])}; stored in {path}")
@@ -412,7 +423,10 @@ def cmd_retrieval_search(args) -> int:
         raise DocumentError(f"no collection {args.name!r}; build it with `rlwb retrieval index {args.name} FILE...`")
     col = Collection.load(path)
     chunked_with = col.meta.get("tokenizer", "")
-    tokenizer = _policy_tokenizer(args.model or (chunked_with if Path(chunked_with).is_dir() else "smollm2-135m"))
+    if args.model is None and not Path(chunked_with).is_dir():
+        raise DocumentError(f"the tokenizer collection {args.name!r} was chunked with ({chunked_with or 'unknown'}) "
+                            "is gone; pass --model with the policy model to count the budget in")
+    tokenizer = _policy_tokenizer(args.model or chunked_with)
     ctx = Retriever(col).build_context(args.question, budget_tokens=args.budget, tokenizer=tokenizer)
     if args.json:
         print(json.dumps(ctx.record() | {"text": ctx.text}, indent=2))
@@ -460,7 +474,7 @@ def _port(text: str) -> int:
 
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number; e.g. --limit 20")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number; e.g. 20")
     return int(text)
 
 
@@ -567,7 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--model-needles", type=int, default=1, help="haystacks per length whose needles the model "
                     "answers, in both modes (default 1)")
     cl.add_argument("--budget", type=_positive, default=1536, help="retrieval context budget in tokens")
-    cl.add_argument("--window", type=int, default=0, help="model context window in tokens (default: from its config)")
+    cl.add_argument("--window", type=_positive, default=0, help="model context window in tokens (default: from its "
+                    "config)")
     cl.add_argument("--engine", choices=["hf", "vllm"], default="vllm", help="rollout engine for the answers")
     cl.add_argument("--evidence-only", action="store_true", help="measure only whether the evidence reaches the "
                     "context; don't run the model")
@@ -618,7 +633,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("stopped (Ctrl-C); the run is marked stopped and keeps what was written", file=sys.stderr)
+        if args.command == "run":
+            print("stopped (Ctrl-C); the run is marked stopped and keeps what was written", file=sys.stderr)
+        else:
+            print("interrupted (Ctrl-C); nothing half-written is left", file=sys.stderr)
         return 130
 
 

@@ -97,7 +97,7 @@ def draw_needles(rng: random.Random, count: int, depths: list[int] | None = None
 
 
 def build_haystack(seed: int, tokens: int, needles: list[Needle]) -> str:
-    """The haystack text: essays in a seeded order, repeated and cut (at a paragraph end) to
+    """The haystack text: essays in a seeded order, repeated and cut (at a sentence end) to
     about `tokens` tokens, with each needle's sentence inserted after the sentence nearest
     its depth.
 
@@ -109,22 +109,27 @@ def build_haystack(seed: int, tokens: int, needles: list[Needle]) -> str:
     order = list(essays())
     random.Random(f"haystack-order:{seed}").shuffle(order)
     target = int(tokens * CHARS_PER_TOKEN)
-    parts, size, cycle = [], 0, 0
-    while size < target:
+    parts, size, cycle, full = [], 0, 0, False
+    while not full:
         for name, text in order:
-            block = f"## {name}{' (' + str(cycle + 1) + ')' if cycle else ''}\n\n{text}"
-            if size + len(block) > target:
-                cut = block.rfind("\n\n", 0, max(0, target - size))
-                block = block[:cut] if cut > len(name) + 4 else block[: max(0, target - size)]
+            heading = f"## {name}{' (' + str(cycle + 1) + ')' if cycle else ''}"
+            block = f"{heading}\n\n{text}"
+            if size + len(block) >= target:  # the last essay, cut after a whole sentence
+                ends = [m.end() for m in _SENTENCE_END.finditer(block, 0, target - size)]
+                if ends and ends[-1] > len(heading) + 2:
+                    parts.append(block[:ends[-1]])
+                full = True
+                break
             parts.append(block)
             size += len(block) + 2
-            if size >= target:
-                break
         cycle += 1
     text = "\n\n".join(parts)
     for needle in sorted(needles, key=lambda n: -n.depth):  # deepest first keeps offsets valid
         text = _insert(text, needle.sentence, needle.depth)
     return text
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
 
 def _insert(text: str, sentence: str, depth: int) -> str:
@@ -135,7 +140,7 @@ def _insert(text: str, sentence: str, depth: int) -> str:
     return text[: m.start(1)] + " " + sentence + text[m.start(1):]
 
 
-_ANSWER_NUMBER = re.compile(r"\d[\d,]*")
+_ANSWER_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?!\d)|\d+")  # 48,213 is one number; 16608,92265 two
 
 
 @dataclass(frozen=True, eq=False)
@@ -316,7 +321,6 @@ class _ContextCache:
         ctx = Retriever(col, cfg).build_context(task.question, tokenizer=tokenizer)
         evidence = task.entry.get("evidence", [])
         ctx.evidence_in_context = all(e in ctx.text for e in evidence) if evidence else None
-        ctx.document_tokens = sum(col.doc_tokens.values())
         with self.lock:
             self.items[key] = ctx
             while len(self.items) > self.size:

@@ -200,6 +200,8 @@ def saved_collections(root: Path | None = None) -> list[dict]:
             meta = json.loads(meta_path.read_text())
         except (OSError, ValueError):
             continue
+        if not isinstance(meta, dict) or meta_path.parent.name.startswith("."):
+            continue  # damaged, or a collection being written
         out.append({"name": meta_path.parent.name, "path": str(meta_path.parent), "chunks": meta.get("chunks", 0),
                     "documents": len(meta.get("documents", {})), "tokenizer": meta.get("tokenizer", ""),
                     "digest": meta.get("digest", "")})
@@ -214,10 +216,7 @@ def load_collection(path: str):
     """
     from retrieval.pipeline import Collection
 
-    try:
-        return Collection.load(Path(path))
-    except (OSError, ValueError, TypeError, RuntimeError) as e:
-        raise DocumentError(f"can't read the collection in {path}: {e}; build it again") from e
+    return Collection.load(Path(path))
 
 
 def save_collection(collection, name: str, root: Path | None = None) -> Path:
@@ -385,7 +384,7 @@ def sweep_grid(result: dict, mode: str, metric: str) -> pd.DataFrame | None:
     Args:
         result: The sweep result with "cells".
         mode: "retrieval" or "full".
-        metric: "evidence_rate" or "accuracy" (0..1).
+        metric: "evidence_rate", "accuracy" or "mention_rate" (0..1).
 
     Returns:
         Rows = depth (percent, ascending), columns = length labels (ascending length),

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 
 from backend.errors import ConfigError
 
-_PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=\S)")
-_HEADING = re.compile(r"^#{1,6}\s+\S")
+_HEADING = re.compile(r"#{1,6}[ \t]+\S")  # used with match(text, pos, endpos)
 # id(tokenizer) -> (tokenizer, {text: count}); the tokenizer is held so its id can't be reused
 _TOKEN_CACHES: dict[int, tuple[object, dict[str, int]]] = {}
 _TOKEN_CACHE_MAX = 500_000  # texts per tokenizer
@@ -94,29 +93,29 @@ def count_tokens(tokenizer, texts: list[str]) -> list[int]:
 
 
 def _sentences(text: str) -> list[tuple[int, int, bool]]:
-    """(start, end, is_heading) spans of the sentences of `text`; headings are one span."""
+    """(start, end, is_heading) spans of the sentences of `text`; a heading line is one span."""
     spans = []
-    pos = 0
-    for para in _PARAGRAPH.split(text):
-        start = text.index(para, pos) if para else pos
-        pos = start + len(para)
-        stripped = para.strip()
-        if not stripped:
-            continue
-        lead = start + (len(para) - len(para.lstrip()))
-        if _HEADING.match(stripped):
-            first_line_end = para.find("\n", lead - start)
-            end = start + first_line_end if first_line_end >= 0 else lead + len(stripped)
-            spans.append((lead, end, True))
-            rest = text[end:pos]
-            if rest.strip():
-                spans += [(end + a, end + b, False) for a, b, _ in _sentences(rest)]
-            continue
-        cuts = [lead] + [start + m.end() for m in _SENTENCE_END.finditer(para, lead - start)] + [lead + len(stripped)]
-        for a, b in zip(cuts, cuts[1:]):
-            b = a + len(text[a:b].rstrip())
-            if b > a:
-                spans.append((a, b, False))
+    for para in re.finditer(r"(?:(?!\n[ \t]*\n).)+", text, re.DOTALL):  # paragraphs: runs between blank lines
+        pos, end = para.start(), para.end()
+        while pos < end:
+            pos += len(text[pos:end]) - len(text[pos:end].lstrip())  # blank lines, indentation
+            if pos >= end:
+                break
+            line_end = text.find("\n", pos, end)
+            line_end = end if line_end < 0 else line_end
+            lead = pos + len(text[pos:line_end]) - len(text[pos:line_end].lstrip())
+            if _HEADING.match(text, lead, line_end):  # a heading line, then the rest of the paragraph
+                stop = lead + len(text[lead:line_end].rstrip())
+                spans.append((lead, stop, True))
+                pos = line_end + 1
+                continue
+            cuts = [pos] + [m.end() for m in _SENTENCE_END.finditer(text, pos, end)] + [end]
+            for a, b in zip(cuts, cuts[1:]):
+                a += len(text[a:b]) - len(text[a:b].lstrip())
+                b = a + len(text[a:b].rstrip())
+                if b > a:
+                    spans.append((a, b, False))
+            break
     return spans
 
 
@@ -177,7 +176,7 @@ def _pack(text: str, units: list[_Unit], doc_id: str, chunk_tokens: int, overlap
     section, current, size = "", [], 0
 
     def flush() -> None:
-        if current and any(not units[i].heading for i in current) or (current and len(current) == len(units)):
+        if current:  # a heading with nothing under it is a chunk too (it holds text)
             first, last = units[current[0]], units[current[-1]]
             chunks.append(Chunk(doc_id, len(chunks), text[first.start:last.end], first.start, last.end,
                                 offsets[current[0]], sum(units[i].tokens for i in current), section))

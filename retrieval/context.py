@@ -127,7 +127,7 @@ def assemble(summary: str, ranked: list[dict], tokenizer, budget_tokens: int, or
         order: "document" or "edges" (see the module docstring).
 
     Raises:
-        ConfigError: bad budget or order.
+        ConfigError: bad budget (or one too small for the header) or order.
     """
     if not isinstance(budget_tokens, int) or budget_tokens <= 0:
         raise ConfigError(f"budget_tokens must be a positive int, got {budget_tokens!r}")
@@ -138,6 +138,9 @@ def assemble(summary: str, ranked: list[dict], tokenizer, budget_tokens: int, or
     if used > budget_tokens:
         head, summary = "Relevant fragments:", ""
         used = count_tokens(tokenizer, [head])[0]
+        if used > budget_tokens:
+            raise ConfigError(f"budget_tokens {budget_tokens} is below the {used} tokens of the context's own "
+                              "header; give a budget of at least 64 tokens")
     blocks = [f"\n\n{_label(h)}\n{h['text']}" for h in ranked]
     sizes = count_tokens(tokenizer, blocks) if blocks else []
     chosen = []

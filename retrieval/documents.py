@@ -3,8 +3,9 @@
     from retrieval.documents import read_document
     text = read_document(Path("report.txt").read_bytes(), name="report.txt")
 
-Accepts text in UTF-8 (with or without a BOM) or any encoding charset-normalizer can
-identify with confidence (Latin-1, Windows-1252, UTF-16 with a BOM, Shift-JIS, ...).
+Accepts text in UTF-8 (with or without a BOM), UTF-16 with a BOM, or any encoding
+charset-normalizer can identify (Shift-JIS, ...); when several code pages fit equally well,
+as they do for short Western texts, Windows-1252 / Latin-1 wins.
 Refuses, with a message that names the problem and the fix: empty or whitespace-only
 documents, binary files (NUL bytes or no plausible text encoding), documents over the
 size limit. Line endings become "\\n"; control characters other than tab/newline/form
@@ -20,6 +21,7 @@ import re
 from backend.errors import DocumentError
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # 64 MiB of text ~ 16M tokens
+PREFERRED_ENCODINGS = ("cp1252", "latin_1", "iso8859_15")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
@@ -64,8 +66,13 @@ def _decode(data: bytes, name: str) -> str:
         pass
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data[: 4 * 2**20]).best()
-    if best is None or best.chaos > 0.3:
+    matches = list(from_bytes(data[: 4 * 2**20]))
+    if not matches or min(m.chaos for m in matches) > 0.3:
         raise DocumentError(f"{name} is not UTF-8 and its encoding could not be recognised; "
                             "save it as UTF-8 text and try again")
-    return data.decode(best.encoding, errors="replace")
+    # short Western texts fit many code pages equally well (chaos 0 for cp1250, cp1252, ...);
+    # among the equally good ones prefer the common Western ones
+    least = min(m.chaos for m in matches)
+    tied = [m.encoding for m in matches if m.chaos <= least + 0.01]
+    encoding = next((e for e in PREFERRED_ENCODINGS if e in tied), tied[0])
+    return data.decode(encoding, errors="replace")

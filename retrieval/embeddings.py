@@ -24,7 +24,8 @@ import numpy as np
 
 DIM = 384  # all-MiniLM-L6-v2 output size
 MODEL_NAME = "all-MiniLM-L6-v2"
-_CACHE_MAX = 400_000  # vectors (~600 MB at 384 float32)
+_CACHE_MAX = 400_000
+PROGRESS_ABOVE = 5_000  # texts: a larger batch shows a progress bar on stderr (minutes on a CPU)  # vectors (~600 MB at 384 float32)
 
 
 def default_model_path() -> Path:
@@ -86,7 +87,8 @@ class Embedder:
             missing = {k: t for k, t in zip(keys, texts) if k not in self._cache}
         if missing:
             vecs = self.model.encode(list(missing.values()), batch_size=self.batch_size, convert_to_numpy=True,
-                                     normalize_embeddings=True, show_progress_bar=False).astype(np.float32)
+                                     normalize_embeddings=True,
+                                     show_progress_bar=len(missing) > PROGRESS_ABOVE).astype(np.float32)
             with self._lock:
                 if len(self._cache) + len(missing) > _CACHE_MAX:
                     self._cache.clear()

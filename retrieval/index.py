@@ -133,7 +133,7 @@ class LexicalIndex:
     """BM25 over chunk texts (bm25s, English stopwords)."""
 
     def __init__(self, bm25, n: int):
-        self.bm25, self.n = bm25, n
+        self.bm25, self.n = bm25, n  # bm25 None: no text had an indexable word (search finds nothing)
 
     @staticmethod
     def _tokenize(texts: list[str]):
@@ -143,16 +143,23 @@ class LexicalIndex:
 
     @classmethod
     def build(cls, texts: list[str]) -> LexicalIndex:
-        """Index `texts` (one per chunk); the i-th text gets id i."""
+        """Index `texts` (one per chunk); the i-th text gets id i. Texts without a word
+        BM25 can index (only stopwords, digits or single letters) give an empty index:
+        retrieval then rests on the dense side alone."""
         import bm25s
 
+        tokens = cls._tokenize(texts)
+        if not any(len(ids) for ids in tokens.ids):
+            return cls(None, len(texts))
         bm25 = bm25s.BM25()
-        bm25.index(cls._tokenize(texts), show_progress=False)
+        bm25.index(tokens, show_progress=False)
         return cls(bm25, len(texts))
 
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
         """Up to k (chunk id, BM25 score) pairs with score > 0, best first."""
         k = min(k, self.n)
+        if self.bm25 is None:
+            return []
         tokens = self._tokenize([query])
         if k <= 0 or not any(len(q) for q in tokens.ids) or not tokens.vocab:
             return []
@@ -163,12 +170,14 @@ class LexicalIndex:
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if s > 0]
 
     def save(self, directory: Path) -> None:
-        self.bm25.save(str(directory / "bm25"), show_progress=False)
-        (directory / "bm25.json").write_text(json.dumps({"n": self.n}))
+        if self.bm25 is not None:
+            self.bm25.save(str(directory / "bm25"), show_progress=False)
+        (directory / "bm25.json").write_text(json.dumps({"n": self.n, "empty": self.bm25 is None}))
 
     @classmethod
     def load(cls, directory: Path) -> LexicalIndex:
         import bm25s
 
-        bm25 = bm25s.BM25.load(str(directory / "bm25"), show_progress=False)
-        return cls(bm25, json.loads((directory / "bm25.json").read_text())["n"])
+        meta = json.loads((directory / "bm25.json").read_text())
+        bm25 = None if meta.get("empty") else bm25s.BM25.load(str(directory / "bm25"), show_progress=False)
+        return cls(bm25, meta["n"])

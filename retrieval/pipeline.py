@@ -30,11 +30,14 @@ a collection (rebuild it; unchanged chunks reuse cached embeddings).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import re
 import shutil
 import tempfile
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -49,7 +52,7 @@ from retrieval.index import DenseIndex, LexicalIndex
 RRF_K = 60
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w\w+")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch
 _STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "does", "do", "did", "this", "that", "these", "those", "it", "its", "as", "into", "than", "then", "there", "their", "about", "according", "document", "report", "please", "answer", "give", "tell", "me", "you", "your"])
 
 
@@ -82,6 +85,9 @@ class RetrievalConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"retrieval {name} must be a positive int, got {value!r}")
+        if not isinstance(self.overlap_tokens, int) or isinstance(self.overlap_tokens, bool) \
+                or not 0 <= self.overlap_tokens < self.chunk_tokens // 2:
+            raise ConfigError(f"retrieval overlap_tokens must be an int in [0, chunk_tokens/2), got {self.overlap_tokens!r}")
         if not isinstance(self.summary_tokens, int) or not 0 <= self.summary_tokens < self.budget_tokens:
             raise ConfigError(f"retrieval summary_tokens must be in [0, budget_tokens), got {self.summary_tokens!r}")
         if self.order not in ORDERS:
@@ -104,16 +110,30 @@ def collection_path(name: str, root: Path | None = None) -> Path:
         ConfigError: a name that is not 1-100 letters, digits, '_', '.', '-' starting with
             a letter or digit (so it can't leave the directory).
     """
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(f"collection name must be 1-100 letters, digits, '_', '.', '-' (starting with a letter "
                           f"or digit), got {name!r}")
-    return (root or collections_dir()) / name
+    path = (root or collections_dir()) / name
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path} exists and is not a collection directory; pick another name")
+    return path
+
+
+def check_query(query) -> str:
+    """The question as text: lone surrogates (undecodable command-line bytes) replaced.
+
+    Raises:
+        ConfigError: not a string, or nothing but whitespace.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise ConfigError(f"the question must be non-empty text, got {query!r:.60}")
+    return re.sub(r"[\ud800-\udfff]", "\ufffd", query)
 
 
 def _digest(documents: dict[str, str], tokenizer, cfg: RetrievalConfig, embedder_name: str) -> str:
     h = hashlib.sha256()
     for doc_id in sorted(documents):
-        h.update(doc_id.encode() + b"\0" + documents[doc_id].encode("utf-8", "replace") + b"\0")
+        h.update(doc_id.encode("utf-8", "replace") + b"\0" + documents[doc_id].encode("utf-8", "replace") + b"\0")
     h.update(json.dumps([getattr(tokenizer, "name_or_path", ""), len(tokenizer), cfg.chunk_tokens,
                          cfg.overlap_tokens, cfg.index_kind, embedder_name]).encode())
     return h.hexdigest()[:32]
@@ -175,29 +195,38 @@ class Collection:
         digest = _digest(documents, tokenizer, cfg, embedder.name) if documents else ""
         if (path / "meta.json").is_file():
             try:
-                if json.loads((path / "meta.json").read_text()).get("digest") == digest:
-                    return cls.load(path)
-            except (OSError, ValueError):
-                pass  # unreadable: rebuild
+                col = cls.load(path)
+                if col.meta.get("digest") == digest:
+                    return col
+            except DocumentError:
+                pass  # damaged: rebuilt below
         col = cls.build(documents, tokenizer, cfg, embedder)
         col.save(path)
         return col
 
     def save(self, path: Path) -> None:
-        """Write the collection to directory `path` (written aside, then renamed into place)."""
+        """Write the collection to directory `path`: written aside, then swapped into place
+        under a lock file, so readers and concurrent writers never see half a collection."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         try:
+            tmp.chmod(0o755)
             with open(tmp / "chunks.jsonl", "w") as f:
-                f.writelines(json.dumps(asdict(c)) + "\n" for c in self.chunks)
+                for c in self.chunks:
+                    f.write(json.dumps(asdict(c)) + "\n")
             (tmp / "outline.json").write_text(json.dumps(self.summary_source))
             self.dense.save(tmp)
             self.lexical.save(tmp)
             (tmp / "meta.json").write_text(json.dumps(self.meta))  # last: marks it complete
-            if path.exists():
-                shutil.rmtree(path)
-            tmp.rename(path)
+            with _lock(path, fcntl.LOCK_EX):
+                old = None
+                if path.exists():
+                    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex}"
+                    path.rename(old)
+                tmp.rename(path)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -207,14 +236,43 @@ class Collection:
         """Read a collection written by `save`.
 
         Raises:
-            FileNotFoundError: `path` holds no complete collection.
+            DocumentError: `path` holds no complete, readable collection (the message says
+                to rebuild it).
         """
         path = Path(path)
+        try:
+            with _lock(path, fcntl.LOCK_SH):  # not while a save swaps the directory
+                return cls._read(path)
+        except Exception as e:  # noqa: BLE001 - any damage (json, faiss, bm25 files) means: rebuild
+            raise DocumentError(f"can't read the collection in {path} ({type(e).__name__}: {str(e)[:120]}); "
+                                "rebuild it with `rlwb retrieval index NAME FILE...`") from e
+
+    @classmethod
+    def _read(cls, path: Path) -> "Collection":
+        """`load` without the lock and the error translation."""
         meta = json.loads((path / "meta.json").read_text())
         with open(path / "chunks.jsonl") as f:
             chunks = [Chunk(**json.loads(line)) for line in f]
         outline = json.loads((path / "outline.json").read_text())
-        return cls(chunks, DenseIndex.load(path), LexicalIndex.load(path), meta, outline)
+        dense, lexical = DenseIndex.load(path), LexicalIndex.load(path)
+        if not isinstance(meta, dict) or not isinstance(outline, dict) or not chunks \
+                or len(chunks) != dense.index.ntotal or len(chunks) != lexical.n:
+            raise ValueError("its files don't agree with each other")
+        return cls(chunks, dense, lexical, meta, outline)
+
+
+@contextlib.contextmanager
+def _lock(path: Path, mode: int):
+    """Hold the lock file of collection directory `path` (shared for readers, exclusive
+    for the swap in `save`); where it can't be created (read-only place), go without."""
+    try:
+        f = open(path.parent / f".{path.name}.lock", "a")
+    except OSError:
+        yield
+        return
+    with f:
+        fcntl.flock(f, mode)
+        yield
 
 
 def _outline(text: str) -> str:
@@ -253,7 +311,8 @@ class Retriever:
             Hits best first: chunk fields plus dense (cosine or None), bm25 (score or None),
             fused (RRF score).
         """
-        k = k or self.cfg.coarse_k
+        query = check_query(query)
+        k = max(1, k or self.cfg.coarse_k)
         q = self.embedder.encode([query])
         scores, ids = self.collection.dense.search(q, self.cfg.candidates)
         dense = {int(i): (r, float(s)) for r, (i, s) in enumerate(zip(ids[0], scores[0])) if i >= 0}
@@ -270,6 +329,7 @@ class Retriever:
         Returns:
             The hits with `fine` and `best_sentence` added, best first.
         """
+        query = check_query(query)
         if not hits:
             return []
         sentences = [[s for s in _SENTENCE.split(h["text"]) if len(s.strip()) > 2] or [h["text"]] for h in hits]
@@ -303,8 +363,11 @@ class Retriever:
         """
         if tokenizer is None:
             raise ConfigError("build_context needs the policy tokenizer the collection was chunked with")
+        query = check_query(query)
         budget = budget_tokens or self.cfg.budget_tokens
         summary = summarize(self.collection.summary_source, tokenizer, min(self.cfg.summary_tokens, budget // 4),
                             sizes=self.collection.doc_tokens)
         ranked = self.rerank(query, self.search(query))
-        return assemble(summary, ranked, tokenizer, budget, order or self.cfg.order)
+        ctx = assemble(summary, ranked, tokenizer, budget, order or self.cfg.order)
+        ctx.document_tokens = sum(self.collection.doc_tokens.values())
+        return ctx

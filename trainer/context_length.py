@@ -15,8 +15,10 @@ distractors). Each needle is then asked about on its own:
   (`window_tokens` minus room for the question and answer; the head of the haystack is
   kept); evidence = the needle lies inside the kept part.
 
-With an engine, the model answers `model_needles` needles per cell greedily in both modes
-and its accuracy is the share of exact answers (the domain's verifier). The result is a
+With an engine, the model answers `model_needles` needles per cell greedily in both modes:
+accuracy is the share of exact answers (the domain's verifier: an `Answer:` line with the
+number), mention rate the share of replies that contain the number anywhere (the usual
+needle-in-a-haystack reading, for models that don't keep the answer format). The result is a
 JSON-able dict the store keeps (`Store.record_context_sweep`) and the Retrieval page draws
 as heat maps.
 
@@ -67,6 +69,11 @@ class SweepConfig:
             raise ConfigError(f"depths must be ints in [0, 100] percent, got {self.depths!r}")
         if len(set(self.depths)) != len(self.depths) or len(self.depths) > 40:
             raise ConfigError("depths must be distinct, at most 40 of them")
+        if len(set(self.lengths)) != len(self.lengths):
+            raise ConfigError(f"lengths must be distinct, got {self.lengths!r}")
+        if not isinstance(self.window_tokens, int) or not (self.window_tokens == 0 or self.window_tokens >= 512):
+            raise ConfigError(f"window_tokens must be 0 (from the model's config) or at least 512, "
+                              f"got {self.window_tokens!r}")
         for name in ("haystacks", "budget_tokens", "max_new_tokens"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive int, got {getattr(self, name)!r}")
@@ -109,7 +116,8 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
 
     Returns:
         {"config", "window_tokens", "cells": [{"length", "depth", "mode", "needles",
-        "evidence", "evidence_rate", "answered", "correct", "accuracy"}], "seconds"}.
+        "evidence", "evidence_rate", "answered", "correct", "accuracy", "mentioned",
+        "mention_rate", "sample_reply"}], "seconds"}.
     """
     from backend.long_docs import build_haystack, draw_needles, needle_task
     from retrieval.pipeline import Collection, RetrievalConfig, Retriever
@@ -137,7 +145,7 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
                                          haystack.find(needle.sentence) + len(needle.sentence) <= kept)):
                     cell = cells.setdefault((length, needle.depth, mode), {
                         "length": length, "depth": needle.depth, "mode": mode, "needles": 0, "evidence": 0,
-                        "answered": 0, "correct": 0})
+                        "answered": 0, "correct": 0, "mentioned": 0, "sample_reply": None})
                     if hit is not None:
                         cell["needles"] += 1
                         cell["evidence"] += int(hit)
@@ -150,6 +158,7 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
     for cell in cells.values():
         cell["evidence_rate"] = cell["evidence"] / cell["needles"] if cell["needles"] else None
         cell["accuracy"] = cell["correct"] / cell["answered"] if cell["answered"] else None
+        cell["mention_rate"] = cell["mentioned"] / cell["answered"] if cell["answered"] else None
     return {"config": asdict(cfg), "window_tokens": window, "cells": list(cells.values()),
             "seconds": round(time.monotonic() - start, 1)}
 
@@ -167,5 +176,8 @@ def _ask_model(engine, tokenizer, asks, cells, max_new_tokens: int) -> None:
     outs = engine.generate(prompts, n=1, max_new_tokens=max_new_tokens, temperature=0.0, top_p=1.0)
     for (key, task, _), [comp] in zip(asks, outs):
         _, breakdown = domain.score(task, comp.text)
-        cells[key]["answered"] += 1
-        cells[key]["correct"] += int(breakdown["correct"] == 1.0)
+        cell = cells[key]
+        cell["answered"] += 1
+        cell["correct"] += int(breakdown["correct"] == 1.0)
+        cell["mentioned"] += int(task.answer in comp.text)
+        cell["sample_reply"] = cell["sample_reply"] or comp.text[:300]

@@ -117,7 +117,9 @@ def uploaded_documents() -> dict[str, str] | None:
         return None
     try:
         rs.check_size(sum(f.size for f in files), ", ".join(f.name for f in files))
-        return {f.name: rs.read_text(f.getvalue(), f.name) for f in files}
+        names = [f.name for f in files]
+        return {(f.name if names.count(f.name) == 1 else f"{f.name} ({i + 1})"): rs.read_text(f.getvalue(), f.name)
+                for i, f in enumerate(files)}
     except DocumentError as e:
         st.error(str(e))
         return None
@@ -360,11 +362,15 @@ def show_sweeps(path: str) -> None:
                f"window {result.get('window_tokens', '?')} tokens · "
                f"retrieval budget {cfg.get('budget_tokens', '?')} tokens · {cfg.get('haystacks', '?')} haystacks "
                f"per length · {result.get('seconds', '?')} s")
-    for metric, name in (("evidence_rate", "Evidence rate"), ("accuracy", "Accuracy")):
+    for metric, name in (("evidence_rate", "Evidence rate"), ("accuracy", "Accuracy"),
+                         ("mention_rate", "Number mentioned")):
         grids = {mode: rs.sweep_grid(result, mode, metric) for mode in MODES}
         if all(g is None for g in grids.values()):
             if metric == "accuracy":
                 st.caption("No accuracy: this sweep ran without a model (evidence only).")
+            elif metric == "mention_rate" and not all(g is None for g in
+                                                      (rs.sweep_grid(result, m, "accuracy") for m in MODES)):
+                st.caption("This sweep predates the mention rate.")
             continue
         cols = st.columns(len(MODES))
         for col, mode in zip(cols, MODES):

@@ -70,7 +70,9 @@ def test_needle_scoring():
     assert d.score(one, "Answer: 48213 or 11111")[0] == pytest.approx(0.2)
     three = needle_task(0, 4000, [Needle("a b", "1", 0), Needle("c d", "2", 50), Needle("e f", "3", 90)])
     assert three.answer == "1, 2, 3"
-    assert d.score(three, "Answer: 1, 2, 3")[0] == 1.0 and d.score(three, "Answer: 3, 2, 1")[0] == pytest.approx(0.2)
+    assert d.score(three, "Answer: 1, 2, 3")[0] == 1.0 and d.score(three, "Answer: 1,2,3")[0] == 1.0
+    two = needle_task(0, 4000, [Needle("a b", "16608", 0), Needle("c d", "92265", 50)])
+    assert d.score(two, "Answer: 16608,92265")[0] == 1.0  # as the question asks: separated by commas and d.score(three, "Answer: 3, 2, 1")[0] == pytest.approx(0.2)
     for junk in ["", "Answer:", "Answer: \x00\ud800", "Answer: " + "9" * 100_000]:
         reward, _ = d.score(one, junk)
         assert reward <= 0.2

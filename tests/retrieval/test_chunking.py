@@ -70,3 +70,11 @@ def test_token_counts_are_kept_per_tokenizer(policy_tokenizer, embedder):
     assert tiny == len(policy_tokenizer(text, add_special_tokens=False)["input_ids"])
     assert minilm == len(embedder.tokenizer(text, add_special_tokens=False)["input_ids"])
     assert tiny != minilm and count_tokens(policy_tokenizer, [text])[0] == tiny
+
+
+def test_headings_everywhere(policy_tokenizer):
+    many = "\n".join(f"## H {i}" for i in range(1500)) + "\n\nBody."
+    chunks = chunk_document(many, policy_tokenizer, chunk_tokens=64, overlap_tokens=8)  # no recursion limit
+    assert len(chunks) == 1500 and chunks[-1].text.endswith("Body.")
+    last = chunk_document("# A\n\ntext here.\n\n   ## Appendix", policy_tokenizer)
+    assert [c.section for c in last] == ["A", "Appendix"] and last[-1].text == "## Appendix"

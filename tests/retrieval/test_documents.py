@@ -34,3 +34,11 @@ def test_a_50_mb_text_is_read_whole():
     data = ("All work and no play makes Jack a dull boy. " * 1_200_000).encode()
     assert len(data) > 50 * 10**6
     assert len(read_document(data)) == len(data)
+
+
+@pytest.mark.parametrize("text, encoding", [
+    ("Résumé: the café served crème brûlée", "cp1252"), ("Ørsted årsrapport for året", "latin-1"),
+    ("Señor, el año pasado", "latin-1"), ("これは日本語のテキストです。東京は大きい都市です。" * 5, "shift_jis"),
+])
+def test_legacy_encodings_decode_to_the_original_text(text, encoding):
+    assert read_document(text.encode(encoding)) == text

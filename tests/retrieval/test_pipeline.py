@@ -67,7 +67,7 @@ def test_open_reuses_a_persisted_collection_and_rebuilds_on_change(tmp_path, pol
     assert again.dense.params == first.dense.params
     changed = Collection.open("town", {"notes": _doc(50)}, policy_tokenizer, CFG, embedder, root=tmp_path)
     assert changed.meta["digest"] != first.meta["digest"]
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no half-written dirs left
+    assert not [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith(".")]  # no half-written dirs
 
 
 def test_bad_input(policy_tokenizer, embedder, tmp_path):
@@ -83,3 +83,63 @@ def test_bad_input(policy_tokenizer, embedder, tmp_path):
         RetrievalConfig(order="random")
     with pytest.raises(ConfigError, match="summary_tokens"):
         RetrievalConfig(budget_tokens=100, summary_tokens=100)
+
+
+def test_text_without_indexable_words_builds_a_dense_only_collection(policy_tokenizer, embedder):
+    col = Collection.build({"d": "The and of the it is. " * 20 + "\n\n1 2 3 4\n\nx y z"}, policy_tokenizer, CFG, embedder)
+    assert col.lexical.search("the", 5) == []
+    assert Retriever(col, CFG, embedder).search("what is it?")  # the dense side still answers
+
+
+@pytest.mark.parametrize("name, content", [("dense.faiss", None), ("meta.json", "{not json"), ("meta.json", "[1, 2]"),
+                                           ("chunks.jsonl", ""), ("chunks.jsonl", '{"foo": 1}\n'), ("bm25.json", None),
+                                           ("dense.faiss", "garbage")])
+def test_a_damaged_collection_is_reported_and_rebuilt_by_open(tmp_path, policy_tokenizer, embedder, name, content):
+    docs = {"notes": _doc(3)}
+    Collection.open("town", docs, policy_tokenizer, CFG, embedder, root=tmp_path)
+    d = tmp_path / "town"
+    if content is None:
+        (d / name).unlink()
+    else:
+        (d / name).write_text(content)
+    with pytest.raises(DocumentError, match="rebuild it"):
+        Collection.load(d)
+    again = Collection.open("town", docs, policy_tokenizer, CFG, embedder, root=tmp_path)
+    assert Collection.load(d).meta["digest"] == again.meta["digest"] and again.chunks
+
+
+def test_concurrent_saves_of_one_name_never_expose_half_a_collection(tmp_path, policy_tokenizer, embedder):
+    import threading
+
+    col = Collection.build({"notes": _doc(3)}, policy_tokenizer, CFG, embedder)
+    errors = []
+
+    def save():
+        try:
+            for _ in range(15):
+                col.save(tmp_path / "c")
+                Collection.load(tmp_path / "c")
+        except Exception as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+
+    threads = [threading.Thread(target=save) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["c"]
+
+
+def test_questions_and_budgets_that_cannot_work(collection, embedder, policy_tokenizer):
+    r = Retriever(collection, CFG, embedder)
+    for bad in ("", "   ", None, b"bytes"):
+        with pytest.raises(ConfigError, match="question"):
+            r.build_context(bad, tokenizer=policy_tokenizer)
+    assert r.search("rev\ud800enue in spring")  # undecodable command-line bytes are replaced, not fatal
+    with pytest.raises(ConfigError, match="at least 64"):
+        r.build_context("secret code?", budget_tokens=1, tokenizer=policy_tokenizer)
+    with pytest.raises(ConfigError, match="overlap_tokens"):
+        RetrievalConfig(overlap_tokens=-5)
+    with pytest.raises(ConfigError, match="collection name"):
+        Collection.open("evil\n", {"d": "text."}, policy_tokenizer, CFG, embedder)

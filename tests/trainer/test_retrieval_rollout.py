@@ -55,7 +55,8 @@ def test_sweep_config_rejects_bad_values():
     from backend.errors import ConfigError
 
     for bad in ({"lengths": []}, {"lengths": [10]}, {"depths": [101]}, {"depths": [5, 5]}, {"haystacks": 0},
-                {"haystacks": 1, "model_needles": 2}):
+                {"haystacks": 1, "model_needles": 2}, {"lengths": [4000, 4000]}, {"window_tokens": -100},
+                {"window_tokens": 100}):
         with pytest.raises(ConfigError):
             SweepConfig(**bad)
 
@@ -94,6 +95,12 @@ def test_cli_retrieval_index_and_search(tiny_model_dir, tmp_path, monkeypatch, c
     assert main(["retrieval", "search", "notes", "What is the secret code for the teal gate?", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert "31337" in record["text"] and record["context_tokens"] <= 1536
+    for sub in ("a", "b"):  # two files of one name are two documents
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "report.txt").write_text(f"Report {sub}: the revenue of unit {sub} grew. " * 20)
+    assert main(["retrieval", "index", "two", str(tmp_path / "a" / "report.txt"), str(tmp_path / "b" / "report.txt"),
+                 "--model", str(tiny_model_dir)]) == 0
+    assert "2 document(s)" in capsys.readouterr().out
     (tmp_path / "bin").write_bytes(b"\x00\x01\x02")
     assert main(["retrieval", "index", "bad", str(tmp_path / "bin"), "--model", str(tiny_model_dir)]) == 2
     assert "binary" in capsys.readouterr().err
