@@ -222,8 +222,12 @@ def cmd_domains_show(args) -> int:
         except Exception as e:  # noqa: BLE001 - an upstream generator failing at this level
             raise WorkbenchError(f"{d.name} level {args.level or min(d.levels)} can't generate seed {seed}: "
                                  f"{type(e).__name__}: {e}; `rlwb domains validate {d.name}` reports it") from None
-        prompt = build_messages(task)[-1]["content"]
-        print(f"\n--- example seed {seed}, level {task.difficulty} ---\n{prompt[:800]}\n[reference answer] {task.answer[:300]}")
+        if d.kind == "retrieval":  # the context is assembled per policy tokenizer: show the question
+            prompt = (f"[question, after a retrieved context of up to {d.environment.get('budget_tokens', '?')} "
+                      f"tokens; see `rlwb retrieval` and the Retrieval page]\n{task.question}")
+        else:
+            prompt = build_messages(task)[-1]["content"][:800]
+        print(f"\n--- example seed {seed}, level {task.difficulty} ---\n{prompt}\n[reference answer] {task.answer[:300]}")
     report = _store(args).validation_report(d.name)
     print("\nvalidation: " + ("never run; `rlwb domains validate " + d.name + "`" if report is None else
                               f"{'passed' if report['passed'] else 'FAILED'} ({report['created_at']})"))

@@ -163,8 +163,8 @@ class LongDocDomain:
     @property
     def environment(self) -> dict:
         return {"runtime": "in-process", "retrieval": "chunk (policy tokens) -> FAISS + BM25 -> fine ranking -> "
-                f"summary + fragments in {CONTEXT_BUDGET_TOKENS} tokens", "verifier": self._verifier,
-                "answer_format": "line"}
+                f"summary + fragments in {CONTEXT_BUDGET_TOKENS} tokens", "budget_tokens": CONTEXT_BUDGET_TOKENS,
+                "verifier": self._verifier, "answer_format": "line"}
 
     _verifier = ""
 

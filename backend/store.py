@@ -403,7 +403,7 @@ class Store:
         reward_max: float | None = None, limit: int = 500, offset: int = 0,
     ) -> list[dict]:
         """Up to `limit` trajectories from `offset` matching the filters (bounds inclusive),
-        ordered by step, group_idx, sample_idx; breakdown decoded."""
+        ordered by step, group_idx, sample_idx; breakdown and retrieval record decoded."""
         where, params = ["run_id = ?"], [run_id]
         for clause, value in (("step >= ?", step_min), ("step <= ?", step_max),
                               ("domain = ?", domain), ("reward >= ?", reward_min),
@@ -414,7 +414,7 @@ class Store:
         order = "step, group_idx, sample_idx, id"
         rows = self.db["trajectories"].rows_where(" AND ".join(where), params, order_by=order,
                                                   limit=limit, offset=offset)
-        return [_decode_turns(_decode(r, "breakdown")) for r in rows]
+        return [_decode_turns(_decode(_decode(r, "breakdown"), "retrieval")) for r in rows]
 
     @_locked
     def trajectory(self, traj_id: int) -> dict:

