@@ -117,6 +117,10 @@ class RunConfig(BaseModel):
         0, ge=0, description="Held-out tasks per domain evaluated greedily before and after training (0: skip)."
     )
     eval_max_new_tokens: int = Field(64, ge=1, le=768, description="Cap on generated tokens during evaluation.")
+    context_budget_tokens: int = Field(
+        1536, ge=128, le=131_072, description="Retrieval domains: tokens of retrieved context (global summary + "
+                                              "fragments) in each prompt; the model's window must hold it plus "
+                                              "about 512 tokens of instructions and question, plus the answer.")
     output_dir: str | None = Field(None, description="Where checkpoints go (default: the user data dir).")
 
     @field_validator("name")

@@ -482,15 +482,18 @@ def get_domain(name: str) -> Domain:
         raise DomainNotFound(f"unknown domain {name!r}; {hint}list them with `rlwb domains list`") from None
 
 
-def build_messages(task: Task, tokenizer=None) -> list[dict]:
+def build_messages(task: Task, tokenizer=None, context_budget_tokens: int | None = None) -> list[dict]:
     """Chat messages that pose a task to the model (its domain's `messages`): for
     reasoning-gym domains the question plus the answer-format instruction
     (`ANSWER_INSTRUCTION`); coding and terminal domains have their own instructions;
     retrieval domains put the context assembled in `tokenizer`'s tokens (the policy's;
-    None: the embedding model's, for previews) before the question."""
+    None: the embedding model's, for previews) before the question, in
+    `context_budget_tokens` (None: the domain's default)."""
     domain = get_domain(task.domain)
     if domain.kind == "retrieval":
-        return domain.messages(task, tokenizer)
+        if context_budget_tokens is None:
+            return domain.messages(task, tokenizer)
+        return domain.messages(task, tokenizer, context_budget_tokens)
     return domain.messages(task)
 
 

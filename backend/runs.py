@@ -46,8 +46,9 @@ def run_foreground(cfg: RunConfig, store: Store,
         KeyboardInterrupt: after marking the run `stopped` (Ctrl-C or SIGTERM).
         Exception: whatever failed, after marking the run `failed` with its traceback.
     """
-    from trainer.loop import train
+    from trainer.loop import check_model_fits, train
 
+    check_model_fits(cfg)  # a model too small for the prompts fails before the run row exists
     run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
     if on_start:
         on_start(run_id)

@@ -44,13 +44,18 @@ from trainer.types import LearnerBatch, Sample
 StepCallback = Callable[[int, dict[str, float]], None]
 
 
-def render_prompt(tokenizer, task: Task) -> tuple[str, list[int]]:
+def render_prompt(tokenizer, task: Task, context_budget_tokens: int | None = None) -> tuple[str, list[int]]:
     """Render a task through the model's chat template.
+
+    Args:
+        context_budget_tokens: retrieval domains: tokens of retrieved context (None: the
+            domain's default).
 
     Returns:
         The prompt text (generation prompt appended) and its token ids.
     """
-    text = tokenizer.apply_chat_template(build_messages(task, tokenizer), add_generation_prompt=True, tokenize=False)
+    messages = build_messages(task, tokenizer, context_budget_tokens)
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return text, tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
@@ -119,11 +124,12 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
     multi = [g for g, k in enumerate(kinds) if k == "multi_turn"]
     samples: list[Sample] = []
     if single:
-        rendered = [render_prompt(tokenizer, tasks[g]) for g in single]
+        budget = cfg.context_budget_tokens if cfg is not None else None
+        rendered = [render_prompt(tokenizer, tasks[g], budget) for g in single]
         outs = engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
                                temperature=temperature, top_p=top_p)
         for g, (text, ids), comps in zip(single, rendered, outs):
-            retrieval = _retrieval_record(tasks[g], tokenizer)
+            retrieval = _retrieval_record(tasks[g], tokenizer, budget)
             for i, comp in enumerate(comps):
                 samples.append(Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
                                       prompt_ids=list(ids), completion=comp, answer=tasks[g].answer,
@@ -139,11 +145,49 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
     return sorted(samples, key=lambda s: (s.group, s.index))
 
 
-def _retrieval_record(task: Task, tokenizer) -> dict | None:
+def _retrieval_record(task: Task, tokenizer, budget: int | None) -> dict | None:
     """For retrieval domains, what the prompt's context was built from (see
     `retrieval.context.Context.record`); None for the others."""
     domain = get_domain(task.domain)
-    return domain.context(task, tokenizer).record() if domain.kind == "retrieval" else None
+    if domain.kind != "retrieval":
+        return None
+    return (domain.context(task, tokenizer) if budget is None else domain.context(task, tokenizer, budget)).record()
+
+
+def check_model_fits(cfg: RunConfig) -> None:
+    """Raise ConfigError when a retrieval mix's prompts can't fit the model's window (see
+    `retrieval_window`); a no-op for other mixes and for models not fetched yet (the run
+    reports those itself)."""
+    from backend.errors import ModelNotFound
+    from backend.models import resolve_model
+
+    if not any(get_domain(name).kind == "retrieval" for name in cfg.domain_specs()):
+        return
+    try:
+        retrieval_window(cfg, resolve_model(cfg.model))
+    except ModelNotFound:
+        return
+
+
+def retrieval_window(cfg: RunConfig, model_path) -> int:
+    """Tokens a retrieval prompt and its answer need: the context budget, the prompt's own
+    overhead and the longest answer (training or evaluation).
+
+    Raises:
+        ConfigError: the model's window (`max_position_embeddings`) is smaller.
+    """
+    import json as _json
+
+    from backend.long_docs import PROMPT_OVERHEAD_TOKENS
+
+    answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
+    need = cfg.context_budget_tokens + PROMPT_OVERHEAD_TOKENS + answer
+    window = _json.loads((Path(model_path) / "config.json").read_text()).get("max_position_embeddings", need)
+    if need > window:
+        raise ConfigError(f"context_budget_tokens {cfg.context_budget_tokens} + {PROMPT_OVERHEAD_TOKENS} tokens of "
+                          f"prompt + the answer need {need} tokens, more than the model's window of {window}; "
+                          f"lower context_budget_tokens to at most {window - need + cfg.context_budget_tokens}")
+    return need
 
 
 def _score(samples: list[Sample], tasks: dict[int, Task], runtime) -> None:
@@ -269,13 +313,13 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     rng = random.Random(cfg.seed)
     curriculum = Curriculum.from_config(cfg) if cfg.curriculum else None
     engine_kw = {}
+    # retrieval prompts are long: check the model's window before anything starts
+    window = retrieval_window(cfg, model_path) if any(
+        get_domain(name).kind == "retrieval" for name in cfg.domain_specs()) else None
     if cfg.rollout_engine == "vllm":
         engine_kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
-        if any(get_domain(name).kind == "retrieval" for name in cfg.domain_specs()):
-            from backend.long_docs import CONTEXT_BUDGET_TOKENS
-
-            # the assembled context plus system message, question, template and the answer
-            engine_kw["max_model_len"] = CONTEXT_BUDGET_TOKENS + 512 + cfg.max_new_tokens
+        if window is not None:
+            engine_kw["max_model_len"] = window
     # sandboxes first: a missing Docker engine fails the run before the engines spend a minute starting
     with maybe_runtime(cfg) as runtime:
         if runtime is not None:

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from backend.errors import ConfigError
 from backend.long_docs import Needle, needle_task
 from backend.store import Store
 from trainer.context_length import SweepConfig, run_sweep
@@ -105,3 +106,27 @@ def test_cli_retrieval_index_and_search(tiny_model_dir, tmp_path, monkeypatch, c
     assert main(["retrieval", "index", "bad", str(tmp_path / "bin"), "--model", str(tiny_model_dir)]) == 2
     assert "binary" in capsys.readouterr().err
     assert not (tmp_path / "cache" / "retrieval" / "bad").exists()
+
+
+def test_a_grpo_run_on_a_retrieval_domain_with_vllm_and_deepspeed(tiny_model_dir, tmp_path):
+    """The tiny model's window is 1024 tokens: the run's context budget is sized to it, vLLM
+    gets a window that holds the retrieval prompts, and every stored trajectory keeps its
+    retrieval record."""
+    from backend.config import parse_config
+    from backend.runs import run_foreground
+
+    base = {"name": "tiny-retrieval", "model": str(tiny_model_dir), "steps": 1, "domains": ["needle_haystack"],
+            "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 4, "max_new_tokens": 8,
+            "eval_tasks_per_domain": 0, "vllm_compile": False, "output_dir": str(tmp_path / "out")}
+    with Store(tmp_path / "r.db") as store:
+        with pytest.raises(ConfigError, match="lower context_budget_tokens to at most 504"):
+            run_foreground(parse_config(base), store)  # 1536 + 512 + 8 tokens > 1024
+        assert store.list_runs() == []  # refused before any run row was written
+        run_id = run_foreground(parse_config({**base, "context_budget_tokens": 400}), store)
+        assert store.get_run(run_id)["status"] == "completed"
+        rows = store.trajectories(run_id)
+    assert len(rows) == 4
+    for row in rows:
+        rec = row["retrieval"]
+        assert rec["budget_tokens"] == 400 and rec["context_tokens"] <= 400 and rec["fragments"]
+        assert row["prompt_tokens"] <= 400 + 512
