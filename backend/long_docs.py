@@ -294,9 +294,13 @@ class FinancialReportDomain(LongDocDomain):
         return {"report": make_report_task(task.seed, task.difficulty).document}
 
     def _correct(self, task, extracted: str) -> tuple[bool, dict]:
-        from backend.financial_docs import make_report_task, score_report_answer
+        from backend.financial_docs import ReportTask, score_report_answer
 
-        ok, detail = score_report_answer(make_report_task(task.seed, task.difficulty), extracted)
+        e = task.entry  # the scorer needs the answer and its tolerance, not the 250-page document
+        key = ReportTask(document="", title=e["title"], question=task.question, answer=task.answer,
+                         answer_kind=e["answer_kind"], unit=e["unit"], tolerance=e["tolerance"],
+                         question_type=e["question_type"], evidence=tuple(e["evidence"]), pages=e["pages"])
+        ok, detail = score_report_answer(key, extracted)
         return bool(ok), {k: v for k, v in detail.items() if k in ("parsed", "expected", "abs_error", "reason")}
 
 

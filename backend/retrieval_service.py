@@ -19,7 +19,6 @@ sampling (answers are greedy), GPUs (the model runs on the CPU).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -79,11 +78,6 @@ def load_tokenizer(path: str | None):
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as e:
         raise ModelNotFound(f"no tokenizer in {path}: {e}; pick another policy") from e
-
-
-def tokenizer_key(tokenizer) -> str:
-    """What identifies a tokenizer in digests and collection metadata (its path)."""
-    return str(getattr(tokenizer, "name_or_path", "")) or f"unnamed-{len(tokenizer)}"
 
 
 def collection_tokenizer_path(meta: dict) -> str:
@@ -164,12 +158,17 @@ def task_documents(domain: str, level: int, seed: int) -> tuple[object, dict[str
 
 
 def collection_key(documents: dict[str, str], tokenizer, chunk_tokens: int, overlap_tokens: int) -> str:
-    """A digest of the documents and chunking settings (32 hex digits): same key, same collection."""
-    h = hashlib.sha256()
-    for doc_id in sorted(documents):
-        h.update(doc_id.encode() + b"\0" + documents[doc_id].encode("utf-8", "replace") + b"\0")
-    h.update(json.dumps([tokenizer_key(tokenizer), len(tokenizer), chunk_tokens, overlap_tokens]).encode())
-    return h.hexdigest()[:32]
+    """A digest of the documents and chunking settings (32 hex digits): same key, same collection
+    (`retrieval.pipeline.collection_digest` with the default embedding model).
+
+    Raises:
+        ConfigError: chunk or overlap settings out of range.
+    """
+    from retrieval.embeddings import MODEL_NAME
+    from retrieval.pipeline import RetrievalConfig, collection_digest
+
+    cfg = RetrievalConfig(chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    return collection_digest(documents, tokenizer, cfg, MODEL_NAME)
 
 
 def build_collection(documents: dict[str, str], tokenizer, cfg=None):

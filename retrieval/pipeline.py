@@ -131,7 +131,9 @@ def check_query(query) -> str:
     return re.sub(r"[\ud800-\udfff]", "\ufffd", query)
 
 
-def _digest(documents: dict[str, str], tokenizer, cfg: RetrievalConfig, embedder_name: str) -> str:
+def collection_digest(documents: dict[str, str], tokenizer, cfg: RetrievalConfig, embedder_name: str) -> str:
+    """32 hex digits naming what a collection is built from: the documents, the tokenizer,
+    the chunking and index settings and the embedding model (same digest, same collection)."""
     h = hashlib.sha256()
     for doc_id in sorted(documents):
         h.update(doc_id.encode("utf-8", "replace") + b"\0" + documents[doc_id].encode("utf-8", "replace") + b"\0")
@@ -175,7 +177,7 @@ class Collection:
         vectors = embedder.encode([c.text for c in chunks])
         dense = DenseIndex.build(vectors, kind=cfg.index_kind)
         lexical = LexicalIndex.build([c.text for c in chunks])
-        meta = {"digest": _digest(documents, tokenizer, cfg, embedder.name), "config": asdict(cfg),
+        meta = {"digest": collection_digest(documents, tokenizer, cfg, embedder.name), "config": asdict(cfg),
                 "tokenizer": str(getattr(tokenizer, "name_or_path", "")), "embedding_model": embedder.name,
                 "documents": {d: len(t) for d, t in documents.items()}, "chunks": len(chunks),
                 "index": dense.params}
@@ -193,7 +195,7 @@ class Collection:
         """
         path = collection_path(name, root)
         cfg, embedder = cfg or RetrievalConfig(), embedder or Embedder.shared()
-        digest = _digest(documents, tokenizer, cfg, embedder.name) if documents else ""
+        digest = collection_digest(documents, tokenizer, cfg, embedder.name) if documents else ""
         if (path / "meta.json").is_file():
             try:
                 col = cls.load(path)

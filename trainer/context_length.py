@@ -88,11 +88,9 @@ def model_window(engine_model_path, cfg: SweepConfig) -> int:
         return cfg.window_tokens
     if engine_model_path is None:
         return 8192
-    import json
-    from pathlib import Path
+    from backend.models import context_window
 
-    conf = json.loads((Path(engine_model_path) / "config.json").read_text())
-    return int(conf.get("max_position_embeddings", 8192))
+    return context_window(engine_model_path)
 
 
 def _full_context(haystack: str, tokenizer, room: int) -> tuple[str, int]:

@@ -176,13 +176,12 @@ def retrieval_window(cfg: RunConfig, model_path) -> int:
     Raises:
         ConfigError: the model's window (`max_position_embeddings`) is smaller.
     """
-    import json as _json
-
     from backend.long_docs import PROMPT_OVERHEAD_TOKENS
+    from backend.models import context_window
 
     answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
     need = cfg.context_budget_tokens + PROMPT_OVERHEAD_TOKENS + answer
-    window = _json.loads((Path(model_path) / "config.json").read_text()).get("max_position_embeddings", need)
+    window = context_window(model_path, default=need)
     if need > window:
         raise ConfigError(f"context_budget_tokens {cfg.context_budget_tokens} + {PROMPT_OVERHEAD_TOKENS} tokens of "
                           f"prompt + the answer need {need} tokens, more than the model's window of {window}; "
