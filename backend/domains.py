@@ -443,8 +443,10 @@ _REGISTRY_LOCK = threading.Lock()
 def registry() -> dict[str, Domain]:
     """All registered domains by name, built on first call: the hand-made five, every
     other reasoning-gym generator (`backend.rg_domains`), `humaneval` and the
-    `terminal_*` family (sandbox-verified), and the long-document domains
-    (`backend.long_docs`: needle_haystack, financial_report)."""
+    `terminal_*` family (sandbox-verified), the long-document domains
+    (`backend.long_docs`: needle_haystack, financial_report) and the tool-use domains
+    (`backend.tool_domains`: tool_sql, tool_calc, tool_files, tool_docs; `backend.cad_domains`:
+    cad_bracket, cad_shaft, cad_table)."""
     if not _REGISTRY:
         with _REGISTRY_LOCK:
             if not _REGISTRY:
@@ -452,11 +454,13 @@ def registry() -> dict[str, Domain]:
                 from backend.long_docs import long_doc_domains
                 from backend.rg_domains import build_rg_domains
                 from backend.terminal_env import TERMINAL_DOMAINS
+                from backend.cad_domains import cad_domains
+                from backend.tool_domains import tool_domains
 
                 hand = _hand_made()
                 long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
-                         **TERMINAL_DOMAINS, **long_docs}
+                         **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains()}
                 _REGISTRY.update(sorted(built.items()))
     return _REGISTRY
 

@@ -122,6 +122,8 @@ class TerminalEnv(gym.Env):
         super().reset(seed=seed)
         options = options or {}
         task = options.get("task")
+        if task is not None and not isinstance(task, TerminalTask):  # a registry Task of a terminal domain
+            task = terminal_task(task)
         if task is None:
             from backend.terminal_tasks import terminal_task_for_seed
 
@@ -217,6 +219,18 @@ class TerminalDomain:
         """Where tasks run and how they are verified, for the catalogue."""
         return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
                 "verifier": "a checker script run in the sandbox after the episode", "gymnasium": "TerminalEnv"}
+
+    def make_env(self, sandbox, max_turns: int = 4, timeout_s: float = 10.0) -> TerminalEnv:
+        """A `TerminalEnv` on `sandbox` for this domain's tasks."""
+        return TerminalEnv(sandbox, max_turns=max_turns, command_timeout_s=timeout_s)
+
+    def reference_turns(self, task) -> list[str]:
+        """The reference episode: one fenced command per turn, then DONE."""
+        return [*(f"```bash\n{c}\n```" for c in task.entry["reference"]), "DONE"]
+
+    def wrong_turns(self, task) -> list[str]:
+        """An episode that does something unrelated (validation: must not score 1)."""
+        return ["```bash\necho hello > greeting.txt\n```", "DONE"]
 
     def reference_completion(self, task) -> str:
         """The reference commands, one per line (the form `backend.validation.try_verifier`

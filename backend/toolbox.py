@@ -58,20 +58,24 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
     ToolSpec("write_file", "Write a text file in the sandbox's workspace (parents are created).",
              _schema({"path": _PATH, "content": _TEXT}, ["path", "content"]), output="the bytes written"),
     ToolSpec("list_dir", "List a directory of the sandbox's workspace.", _schema({"path": _PATH}, []),
-             output="one line per entry: name, kind, size in bytes", errors={"not_found": "no such directory"}),
+             output="one line per entry: name, kind, size in bytes", errors={"not_found": "no such directory"},
+             example={"path": "data"}),
     ToolSpec("search_document", "Search the task's documents for passages relevant to a question.",
              _schema({"query": {"type": "string", "minLength": 1, "maxLength": 2000},
                       "top_k": {"type": "integer", "minimum": 1, "maximum": 10}}, ["query"]),
              output="the best fragments, each with its document, section and token position",
-             errors={"no_documents": "this task has no documents"}),
+             errors={"no_documents": "this task has no documents"},
+             example={"query": "total revenue in the fourth quarter"}),
     ToolSpec("sql", "Run one read-only SQL query (SQLite) on the task's database.",
              _schema({"query": {"type": "string", "minLength": 1, "maxLength": 5000}}, ["query"]),
              output="the rows as JSON lists, the column names first, at most 50 rows",
              errors={"sql_error": "SQLite rejected the query", "read_only": "the query tried to write",
-                     "no_database": "this task has no database"}),
+                     "no_database": "this task has no database"},
+             example={"query": "select region, count(*) from customers group by region"}),
     ToolSpec("calculator", "Evaluate one arithmetic expression (+ - * / // % **, parentheses, numbers).",
              _schema({"expression": {"type": "string", "minLength": 1, "maxLength": 500}}, ["expression"]),
-             output="the value", errors={"math_error": "the expression can't be evaluated"}),
+             output="the value", errors={"math_error": "the expression can't be evaluated"},
+             example={"expression": "1200 * (1 + 2.5/100) ** 3"}),
 )}
 
 
@@ -92,6 +96,7 @@ class ToolContext:
     sandbox: Any = None
     database: str | Path | None = None
     retriever: Any = None
+    state: dict = field(default_factory=dict)  # per-episode tool state (e.g. CAD undo snapshots)
 
 
 @dataclass
@@ -228,13 +233,16 @@ class ToolRunner:
         implementations: name -> function(arguments, context, timeout_s) -> str; default
             `IMPLEMENTATIONS` (tests add a tool that raises or hangs).
         specs: name -> ToolSpec for names not in `TOOLS`.
+        in_caller: names of tools that run in the caller's thread because they enforce the
+            limit themselves (sandbox commands); default the sandbox tools of `TOOLS`.
 
     Raises:
         ConfigError: an unknown tool name, or a bad timeout.
     """
 
     def __init__(self, names: list[str], context: ToolContext | None = None, timeout_s: float = 10.0,
-                 max_calls: int = 4, implementations: dict | None = None, specs: dict[str, ToolSpec] | None = None):
+                 max_calls: int = 4, implementations: dict | None = None, specs: dict[str, ToolSpec] | None = None,
+                 in_caller: set[str] | None = None):
         impls = {**IMPLEMENTATIONS, **(implementations or {})}
         all_specs = {**TOOLS, **(specs or {})}
         unknown = [n for n in names if n not in impls or n not in all_specs]
@@ -246,6 +254,7 @@ class ToolRunner:
         self.impls = {n: impls[n] for n in names}
         self.context = context or ToolContext()
         self.timeout_s, self.max_calls = float(timeout_s), max_calls
+        self.in_caller = _SANDBOXED if in_caller is None else set(in_caller)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tool")
 
     def close(self) -> None:
@@ -269,7 +278,7 @@ class ToolRunner:
         t0 = time.monotonic()
         impl = self.impls[call.name]
         try:
-            if call.name in _SANDBOXED:  # the sandbox enforces the limit itself (kills the group)
+            if call.name in self.in_caller:  # the sandbox enforces the limit itself (kills the group)
                 text = impl(call.arguments, self.context, self.timeout_s)
             else:
                 text = self._pool.submit(impl, call.arguments, self.context, self.timeout_s).result(self.timeout_s)

@@ -59,6 +59,8 @@ class ToolSpec:
         input_schema: JSON Schema (Draft 2020-12) of "arguments"; must be an object schema.
         output: What a successful observation holds (format and units).
         errors: Tool-specific error codes -> meaning (on top of `ERROR_CODES`).
+        example: Example arguments (valid against `input_schema`), shown to models whose
+            chat template has no tool support.
     """
 
     name: str
@@ -66,6 +68,7 @@ class ToolSpec:
     input_schema: dict
     output: str
     errors: dict[str, str] = field(default_factory=dict)
+    example: dict | None = None
 
     def __post_init__(self) -> None:
         from jsonschema import Draft202012Validator
@@ -79,6 +82,13 @@ class ToolSpec:
             Draft202012Validator.check_schema(self.input_schema)
         except SchemaError as e:
             raise ConfigError(f"tool {self.name}: input_schema is not valid JSON Schema: {e.message}") from None
+        if self.example is not None:
+            from jsonschema import ValidationError
+
+            try:
+                Draft202012Validator(self.input_schema).validate(self.example)
+            except ValidationError as e:
+                raise ConfigError(f"tool {self.name}: example does not meet the input schema: {e.message}") from None
 
 
 @dataclass(frozen=True)

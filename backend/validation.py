@@ -193,28 +193,19 @@ def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict
     sample = tasks[:n_verify]
 
     def count(kind: str, reward: float) -> None:
-        """reference must score 1; wrong, blank and malformed answers 0."""
+        """reference must score 1, wrong answers below 1 (tool domains keep their format
+        credit), blank and malformed answers 0."""
         group = "reference" if kind == "reference" else "wrong" if kind == "wrong" else "blank"
         tally[f"{group}_n"] += 1
-        tally[group] += reward == (1.0 if kind == "reference" else 0.0)
+        tally[group] += reward == 1.0 if kind == "reference" else reward < 1.0 if kind == "wrong" else reward == 0.0
 
     if domain.kind == "multi_turn":
-        from backend.terminal_env import TerminalEnv, terminal_task
-
         with pool.lease() as sb:
-            env = TerminalEnv(sb, max_turns=16)
             for task in sample:
-                cases = {"reference": [f"```bash\n{c}\n```" for c in task.entry["reference"]],
-                         "wrong": ["```bash\necho hello > greeting.txt\n```"], "blank": [],
-                         "malformed": ["I would run some commands here."]}
+                cases = {"reference": domain.reference_turns(task), "wrong": domain.wrong_turns(task),
+                         "blank": [""], "malformed": ["I would do it like this, but I won't."]}
                 for kind, turns in cases.items():
-                    env.reset(options={"task": terminal_task(task)})
-                    reward = 0.0
-                    for turn in [*turns, "DONE"]:
-                        _, reward, term, trunc, _ = env.step(turn)
-                        if term or trunc:
-                            break
-                    count(kind, reward)
+                    count(kind, play_turns(domain, task, turns, sb)[0])
     else:
         from sandboxes.pool import Scheduler
 
@@ -420,7 +411,8 @@ def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tupl
         task: A task of any registered domain.
         text: For single-turn domains the completion (e.g. "Answer: 7"); for humaneval the
             code; for terminal domains shell commands, one turn per line (the episode
-            then ends with DONE).
+            then ends with DONE); for sandboxed tool and cad domains one turn of tool calls
+            per line (DONE is added when the last line has calls).
         sandbox_backend: Where sandboxed domains run ("docker" or "local").
 
     Returns:
@@ -445,19 +437,48 @@ def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tupl
             finally:
                 sched.close()
             return domain.score_result(task, text, res)
-        from backend.terminal_env import TerminalEnv, terminal_task
+        if domain.family == "terminal":
+            turns = [*(f"```bash\n{c}\n```" for c in str(text).splitlines() if c.strip()), "DONE"]
+        else:  # tool domains: one turn per line (as `reference_completion` writes them), then DONE
+            from backend.tools import parse_tool_calls
 
-        commands = [c for c in str(text).splitlines() if c.strip()]
+            turns = [line for line in str(text).splitlines() if line.strip()] or [""]
+            if any(parse_tool_calls(turns[-1])):
+                turns.append("DONE")
         with pool.lease() as sb:
-            env = TerminalEnv(sb, max_turns=len(commands) + 1)
-            env.reset(options={"task": terminal_task(task)})
-            turns, reward, info = [], 0.0, {}
-            for turn in [*(f"```bash\n{c}\n```" for c in commands), "DONE"]:
-                _, reward, term, trunc, info = env.step(turn)
-                turns.append(info["turn"])
-                if term or trunc:
-                    break
-            return reward, {"correct": reward, "check": info.get("check"), "turns": turns}
+            reward, breakdown, turns_played = play_turns(domain, task, turns, sb)
+            return reward, {**breakdown, "turns": turns_played}
+
+
+def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 16) -> tuple[float, dict, list]:
+    """Play scripted turns of a multi-turn domain in `sandbox` (one env step each, ending the
+    episode after the last): (reward, breakdown, the turn records). For terminal domains
+    the breakdown is {"correct", "check"}; tool domains give their reward breakdown."""
+    env = domain.make_env(sandbox, max_turns=max_turns)
+    try:
+        env.reset(options={"task": task})
+        reward, info, records = 0.0, {}, []
+        for i, turn in enumerate(turns):
+            _, reward, term, trunc, info = env.step(turn)
+            records.append(info["turn"])
+            if term or trunc:
+                break
+        else:
+            reward, info = _finish(env, turns[-1] if turns else "")
+        breakdown = info.get("breakdown") or {"correct": reward, "check": info.get("check")}
+        return reward, breakdown, records
+    finally:
+        if hasattr(env, "close"):
+            env.close()
+
+
+def _finish(env, last: str) -> tuple[float, dict]:
+    """Score an episode whose scripted turns ran out before it ended."""
+    if hasattr(env, "finish"):
+        reward, breakdown = env.finish(last)
+        return reward, {"breakdown": breakdown}
+    reward, check = env.check()
+    return reward, {"check": check}
 
 
 if __name__ == "__main__":  # child of cross_process_digests: print digests as one JSON line

@@ -4,8 +4,10 @@
 
 Steps: `debootstrap --variant=minbase --include=python3,git bookworm` into a temporary
 rootfs (from the Debian mirror apt already uses), add the unprivileged ``sandbox`` user
-(uid 1000) and an empty ``/workspace``, strip docs and apt caches, then `docker import`
-the tree as ``rlwb-sandbox:latest``. The image carries the label ``rlwb.recipe`` (a hash of
+(uid 1000) and an empty ``/workspace``, install the CAD kernel's wheels (`WHEELS`: numpy,
+trimesh, manifold3d for the rootfs's CPython 3.11, fetched by the host's pip from the package
+index) into ``/usr/local/lib/python3.11/dist-packages``, strip docs and apt caches, then
+`docker import` the tree as ``rlwb-sandbox:latest``. The image carries the label ``rlwb.recipe`` (a hash of
 this recipe); a build is skipped when an image with the same recipe exists.
 
 Not covered: images for other distributions or with extra packages (add them to
@@ -26,11 +28,14 @@ from sandboxes.spec import DEFAULT_IMAGE
 
 SUITE = "bookworm"
 PACKAGES = ("python3", "git")
+SANDBOX_PYTHON = "3.11"  # bookworm's python3
+WHEELS = ("numpy==2.3.5", "trimesh==5.2.0", "manifold3d==3.5.4")  # the CAD kernel (backend/cad_kernel.py)
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SANDBOX_UID = 1000
 _STRIP = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt/archives",
           "var/lib/apt/lists")
-RECIPE = f"debootstrap minbase {SUITE} {' '.join(PACKAGES)} uid={SANDBOX_UID} strip={','.join(_STRIP)} v1"
+RECIPE = (f"debootstrap minbase {SUITE} {' '.join(PACKAGES)} uid={SANDBOX_UID} strip={','.join(_STRIP)} "
+          f"wheels={','.join(WHEELS)} v2")
 
 
 def recipe_hash() -> str:
@@ -70,9 +75,30 @@ def make_rootfs(target: Path, mirror: str | None = None) -> None:
     with open(target / "etc/group", "a") as f:
         f.write(f"sandbox:x:{SANDBOX_UID}:\n")
     (target / "workspace").mkdir(exist_ok=True)
+    install_wheels(target)
     for rel in _STRIP:
         shutil.rmtree(target / rel, ignore_errors=True)
         (target / rel).mkdir(parents=True, exist_ok=True)
+
+
+def install_wheels(target: Path) -> None:
+    """Install `WHEELS` (binary wheels for CPython `SANDBOX_PYTHON` on manylinux x86_64) into
+    the rootfs with the host's pip (`pip install --target`); nothing is compiled.
+
+    Raises:
+        SandboxUnavailable: pip could not fetch or install them (its log tail in the message).
+    """
+    import sys
+
+    site = target / f"usr/local/lib/python{SANDBOX_PYTHON}/dist-packages"
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(site),
+           "--only-binary=:all:", "--implementation", "cp", "--python-version", SANDBOX_PYTHON,
+           "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
+           "--platform", "manylinux_2_17_x86_64", *WHEELS]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SandboxUnavailable(f"installing the sandbox's Python wheels failed (exit {proc.returncode}):\n"
+                                 f"{(proc.stdout + proc.stderr)[-2000:]}")
 
 
 def rootfs_tar(target: Path, out: Path) -> Path:

@@ -1,4 +1,5 @@
-"""Rollouts that need sandboxes: code verified in a pool, and multi-turn terminal episodes.
+"""Multi-turn episodes: terminal tasks (shell commands in a sandbox) and tool-use tasks
+(`backend.tool_env.ToolEnv`: schema-checked tool calls, some in a sandbox).
 
     runtime = SandboxRuntime.open(cfg)                 # warm pool + scheduler (Docker by default)
     samples = rollout_episodes(engine, tokenizer, tasks, group_size=8, runtime=runtime, ...)
@@ -9,11 +10,13 @@ A multi-turn episode is trained as one sequence: the prompt, then every model tu
 observation tokens (mask 0, never trained on). Observation tokens are exactly what the
 chat template renders between two assistant turns (end of turn, a user message with the
 observation, the start of the next assistant turn), so the learner sees the same tokens
-the rollout engine saw. Episodes of a step run in waves of `pool.size`; each turn, the
-active episodes are generated as one batch and their commands run in parallel.
+the rollout engine saw (role "user" for terminal domains, "tool" for tool domains, whose
+tools are rendered by the template when it takes them, else listed in the system message).
+Episodes of a step run in waves of `pool.size` (all at once when no episode needs a
+sandbox); each turn, the active episodes are generated as one batch and their commands or
+tool calls run in parallel.
 
-Not covered: asynchronous (off-policy) overlap of generation and sandbox work, tool calls
-other than shell commands.
+Not covered: asynchronous (off-policy) overlap of generation and sandbox work.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from backend.errors import SandboxError
+from backend.errors import ConfigError, SandboxError
 from trainer.types import Completion, Sample
 
 _SENTINEL = "RLWB_TURN_SENTINEL_5f2c"
@@ -55,7 +58,8 @@ class SandboxRuntime:
         self.pool.close()
 
 
-def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos: bool) -> list[int]:
+def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos: bool, role: str = "user",
+                    template_kw: dict | None = None) -> list[int]:
     """Token ids that close an assistant turn, add `observation` as a user turn and open the
     next assistant turn, as the model's chat template renders them.
 
@@ -65,14 +69,17 @@ def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos
         observation: the environment's text for the model.
         after_eos: the assistant turn already ended with the EOS token, whose text is then
             not repeated.
+        role: the observation message's role ("user", or "tool" for tool results).
+        template_kw: extra `apply_chat_template` arguments of the episode (its `tools`).
 
     Returns:
         The observation segment's token ids (masked out of the loss).
     """
+    kw = template_kw or {}
     turn = [*messages, {"role": "assistant", "content": _SENTINEL}]
-    before = tokenizer.apply_chat_template(turn, tokenize=False)
-    after = tokenizer.apply_chat_template([*turn, {"role": "user", "content": observation}], tokenize=False,
-                                          add_generation_prompt=True)
+    before = tokenizer.apply_chat_template(turn, tokenize=False, **kw)
+    after = tokenizer.apply_chat_template([*turn, {"role": role, "content": observation}], tokenize=False,
+                                          add_generation_prompt=True, **kw)
     cut = before.index(_SENTINEL) + len(_SENTINEL)
     assert after[:cut] == before[:cut], "chat template renders earlier turns differently once a turn is added"
     segment = after[cut:]
@@ -98,6 +105,8 @@ class _Episode:
     check: str = ""
     finish: str = "stop"
     fault: str | None = None
+    breakdown: dict | None = None
+    last_text: str = ""
 
 
 def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: SandboxRuntime, *, max_turns: int,
@@ -114,34 +123,45 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
     Returns:
         len(tasks) * group_size samples, task by task; a harness fault sets Sample.fault.
     """
-    from backend.domains import build_messages
-    from backend.terminal_env import TerminalEnv, terminal_task
+    from backend.domains import get_domain
 
-    opening = [build_messages(t) for t in tasks]
-    prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in opening]
+    prompts_of = [episode_prompt(tokenizer, t) for t in tasks]
+    opening = [(m, kw, role) for m, kw, role, _ in prompts_of]
+    prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False, **kw)
+               for m, kw, _, _ in prompts_of]
     prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     episodes = [_Episode(g, i, t) for g, t in enumerate(tasks) for i in range(group_size)]
-    size = runtime.pool.size
+    sandboxed = any(get_domain(t.domain).needs_sandbox for t in tasks)
+    if sandboxed and runtime is None:
+        raise ConfigError("these episodes need sandboxes (terminal_*, tool_files, cad_*): open a sandbox runtime")
+    size = runtime.pool.size if sandboxed else min(len(episodes), 16)
     with ThreadPoolExecutor(size, thread_name_prefix="episode") as workers:
         for start in range(0, len(episodes), size):
             wave = episodes[start : start + size]
             try:
                 for ep in wave:
-                    ep.sandbox = runtime.pool.acquire()
-                    ep.env = TerminalEnv(ep.sandbox, max_turns=max_turns, command_timeout_s=command_timeout_s)
-                list(workers.map(lambda ep: _guard(ep, lambda: ep.env.reset(options={"task": terminal_task(ep.task)})),
-                                 wave))
+                    domain = get_domain(ep.task.domain)
+                    if domain.needs_sandbox:
+                        ep.sandbox = runtime.pool.acquire()
+                    ep.env = domain.make_env(ep.sandbox, max_turns=max_turns, timeout_s=command_timeout_s)
+                list(workers.map(lambda ep: _guard(ep, lambda: ep.env.reset(options={"task": ep.task})), wave))
                 _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_tokens,
                            max_episode_tokens, temperature, top_p)
             finally:
                 for ep in wave:
+                    if hasattr(ep.env, "close"):
+                        ep.env.close()
                     if ep.sandbox is not None:
                         (runtime.pool.replace if ep.fault else runtime.pool.release)(ep.sandbox)
     samples = []
     for ep in episodes:
         valid = sum(t["action"] != "invalid" for t in ep.turns)
-        breakdown = {"correct": ep.reward, "format": valid / max(len(ep.turns), 1), "turns": len(ep.turns),
-                     "invalid_turns": len(ep.turns) - valid, "check": ep.check}
+        breakdown = ep.breakdown or {"correct": ep.reward, "format": valid / max(len(ep.turns), 1),
+                                     "turns": len(ep.turns), "invalid_turns": len(ep.turns) - valid,
+                                     "check": ep.check}
+        breakdown.setdefault("turns", len(ep.turns))
+        if prompts_of[ep.group][3]:
+            breakdown["tools_in"] = prompts_of[ep.group][3]
         if ep.fault:
             breakdown["fault"] = ep.fault
         text = tokenizer.decode(ep.ids, skip_special_tokens=False)
@@ -152,6 +172,20 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
                               completion=comp, reward=ep.reward, breakdown=breakdown, answer=ep.task.answer,
                               fault=ep.fault, turns=ep.turns, difficulty=ep.task.difficulty))
     return samples
+
+
+def episode_prompt(tokenizer, task) -> tuple[list[dict], dict, str, str | None]:
+    """How an episode opens: (messages, `apply_chat_template` kwargs, observation role,
+    where the tools were put: "chat_template", "system_message" or None for terminal tasks)."""
+    from backend.domains import build_messages, get_domain
+
+    domain = get_domain(task.domain)
+    if hasattr(domain, "tool_specs"):
+        from backend.tool_env import tool_prompt
+
+        messages, kw, where = tool_prompt(tokenizer, domain.opening(task), domain.tool_specs(task))
+        return messages, kw, "tool", where
+    return build_messages(task), {}, "user", None
 
 
 def _guard(ep: _Episode, fn):
@@ -187,12 +221,15 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
                 continue
             obs, reward, terminated, truncated, info = result
             ep.turns.append(info["turn"])
+            ep.last_text = comp.text
             if terminated or truncated:
                 ep.done, ep.reward, ep.check = True, reward, info.get("check", "")
+                ep.breakdown = info.get("breakdown")
                 ep.finish = "stop" if terminated else "length"
                 continue
             ended = bool(comp.token_ids) and comp.token_ids[-1] == eos_id
-            seg = observation_ids(tokenizer, opening[ep.group], obs, ended)
+            messages, kw, role = opening[ep.group]
+            seg = observation_ids(tokenizer, messages, obs, ended, role=role, template_kw=kw)
             if len(prompt_ids[ep.group]) + len(ep.ids) + len(seg) + 1 > max_episode_tokens:
                 _end_for_length(ep)
                 continue
@@ -202,10 +239,16 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
 
 
 def _end_for_length(ep: _Episode) -> None:
-    """The token budget is spent: end the episode and let the checker judge the workspace."""
-    result = _guard(ep, ep.env.check)
-    if result is not None:
-        ep.reward, ep.check = result
+    """The token budget is spent: end the episode and let the checker judge the workspace
+    (terminal) or the domain score the last turn (tools)."""
+    if hasattr(ep.env, "finish"):
+        result = _guard(ep, lambda: ep.env.finish(ep.last_text))
+        if result is not None:
+            ep.reward, ep.breakdown = result
+    else:
+        result = _guard(ep, ep.env.check)
+        if result is not None:
+            ep.reward, ep.check = result
     ep.done, ep.finish = True, "length"
 
 

@@ -261,10 +261,33 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
                                             for s in group) / n
         if "turns" in group[0].breakdown:  # multi-turn episodes
             out[f"turns/{key}"] = sum(len(s.turns) for s in group) / n
+        out.update(tool_metrics(group, key))
     out.setdefault("reward/mean", 0.0)
     out.setdefault("accuracy/mean", 0.0)
     out["response_length"] = out.get("response_length/mean", 0.0)
     out["truncated_frac"] = sum(s.completion.finish_reason == "length" for s in samples) / len(samples)
+    return out
+
+
+def tool_metrics(samples: list[Sample], key: str) -> dict[str, float]:
+    """Tool-call metrics of tool-use episodes (breakdowns with "calls"), under `key` (a
+    domain or "mean"): tools/call_validity (valid calls / calls, `backend.tool_env.call_stats`;
+    absent when no call was made), tools/calls_per_episode, tools/ok_rate (calls that ran
+    without an error code / calls), and for "mean" tools/errors/<code> (counts)."""
+    episodes = [s for s in samples if "calls" in s.breakdown]
+    if not episodes:
+        return {}
+    calls = sum(s.breakdown["calls"] for s in episodes)
+    out = {f"tools/calls_per_episode/{key}": calls / len(episodes)}
+    if calls:
+        out[f"tools/call_validity/{key}"] = sum(s.breakdown["valid_calls"] for s in episodes) / calls
+        out[f"tools/ok_rate/{key}"] = sum(s.breakdown.get("ok_calls", 0) for s in episodes) / calls
+    if key == "mean":
+        codes: dict[str, int] = defaultdict(int)
+        for s in episodes:
+            for code, count in (s.breakdown.get("error_codes") or {}).items():
+                codes[code] += count
+        out.update({f"tools/errors/{code}": float(c) for code, c in sorted(codes.items())})
     return out
 
 

@@ -33,7 +33,8 @@ def _check_task(d, task, seed, level):
     assert isinstance(task.question, str) and task.question.strip() and isinstance(task.answer, str)
     json.dumps(task.entry)  # storable as JSON
     messages = D.build_messages(task)
-    assert messages and all(set(m) == {"role", "content"} and m["role"] in ("system", "user") for m in messages)
+    assert messages and all(set(m) == {"role", "content"} and m["role"] in ("system", "user", "assistant", "tool")
+                            for m in messages) and messages[-1]["role"] == "user"  # tool domains: a demonstration
     assert all(isinstance(m["content"], str) and m["content"] for m in messages)
 
 

@@ -38,12 +38,44 @@ def test_wrong_answers_and_invalid_calls_are_counted():
     results = runner.run_turn('<tool_call>{"name": "calculator", "arguments": {"expr": "1"}}</tool_call>'
                               + reference_turn(task))
     reward, breakdown = score_tool_episode(task, "Answer: 1.00", results)
-    assert reward == pytest.approx(0.2) and breakdown["call_validity"] == 0.5
-    assert breakdown["error_codes"] == ["schema_violation"]
+    # 0.1 answer line + 0.1 x validity 1/2 + 0.8 x wrong
+    assert reward == pytest.approx(0.15) and breakdown["call_validity"] == 0.5
+    assert breakdown["error_codes"] == {"schema_violation": 1} and breakdown["ok_calls"] == 1
     assert score_tool_episode(task, "no answer line", [])[0] == 0.0
+    assert score_tool_episode(task, "Answer: 1.00", [])[0] == pytest.approx(0.1)  # no calls: validity 0
 
 
 def test_bad_seeds_and_levels():
     for bad in ((-1, 1), (1, 4), (True, 1), ("3", 1)):
         with pytest.raises(ConfigError):
             make_sql_task(*bad)
+
+
+def test_files_tasks_have_a_matching_row_and_a_stable_answer():
+    from backend.tool_domains import make_files_task
+
+    for level in (1, 2, 3):
+        for seed in range(20):
+            t = make_files_task(seed, level)
+            assert t == make_files_task(seed, level) and float(t.answer) > 0
+            assert len(t.files) == {1: 1, 2: 3, 3: 5}[level]
+    t = make_files_task(0, 3)
+    assert any(text.startswith("#") for text in t.files.values())
+    assert any("amount,region,date,product" in text.split("\n")[:2] for text in t.files.values())
+
+
+def test_the_demonstration_is_a_real_reference_episode_on_a_reserved_seed():
+    from backend.domains import HELDOUT_SEED_RANGE, TRAIN_SEED_RANGE, get_domain
+    from backend.tool_domains import DEMO_SEED
+
+    assert DEMO_SEED >= max(TRAIN_SEED_RANGE[1], HELDOUT_SEED_RANGE[1])
+    for name in ("tool_sql", "tool_calc"):
+        d = get_domain(name)
+        demo = d.demonstration()
+        assert [m["role"] for m in demo] == ["user", "assistant", "tool", "assistant"]
+        ref = d.make_task(DEMO_SEED, 1)
+        assert demo[-1]["content"] == f"Answer: {ref.answer}"
+        assert '"result"' in demo[2]["content"] and "error" not in demo[2]["content"]
+        task = d.make_task(5, 2)
+        assert task.question not in "".join(m["content"] for m in demo)  # the task itself is not shown
+    assert get_domain("tool_files").demonstration() == []
