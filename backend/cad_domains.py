@@ -416,18 +416,13 @@ class CadDomain:
 
     def reference_turns(self, task) -> list[str]:
         """The reference tool sequence, a few calls per turn (dependent steps in order), then DONE."""
-        from backend.tool_domains import _call_text
-
-        calls = [_call_text(n, a) for n, a in task.entry["reference_calls"]]
-        return ["".join(calls[i : i + 4]) for i in range(0, len(calls), 4)] + ["DONE"]
+        return _turns(task.entry["reference_calls"])
 
     def reference_completion(self, task) -> str:
         return "\n".join(self.reference_turns(task))
 
     def wrong_turns(self, task) -> list[str]:
         """The reference with one wrong dimension (the first primitive 3 mm larger)."""
-        from backend.tool_domains import _call_text
-
         calls = [list(c) for c in task.entry["reference_calls"]]
         name, args = calls[0]
         args = dict(args)
@@ -436,11 +431,18 @@ class CadDomain:
         else:
             args["radius"] = args["radius"] + 3
         calls[0] = [name, args]
-        texts = [_call_text(n, a) for n, a in calls]
-        return ["".join(texts[i : i + 4]) for i in range(0, len(texts), 4)] + ["DONE"]
+        return _turns(calls)
 
     def wrap_answer(self, answer: str) -> str:
         return "DONE"
+
+
+def _turns(calls, per_turn: int = 4) -> list[str]:
+    """(tool, arguments) pairs written as turns of `per_turn` calls each, then DONE."""
+    from backend.tool_domains import _call_text
+
+    texts = [_call_text(n, a) for n, a in calls]
+    return ["".join(texts[i : i + per_turn]) for i in range(0, len(texts), per_turn)] + ["DONE"]
 
 
 def cad_domains() -> dict[str, CadDomain]:

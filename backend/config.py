@@ -170,6 +170,12 @@ class RunConfig(BaseModel):
                 if self.difficulty not in levels:
                     raise ValueError(f"difficulty {self.difficulty} is not a level of domain {name!r} (levels "
                                      f"{min(levels)}-{max(levels)}); lower difficulty or use a mix with level ranges")
+        cad = [d for d in (self.domains if self.mix is None else (self.mix_spec or {}).get("domains", {}))
+               if get_domain(d).family == "cad"]
+        if cad and self.sandbox_backend != "docker":
+            raise ValueError(f"the cad domains ({', '.join(cad)}) run their CAD kernel in the Docker sandbox image "
+                             "(numpy, trimesh, manifold3d); the local fallback has no such libraries: set "
+                             "sandbox_backend: docker")
         return self
 
     def domain_specs(self) -> dict[str, tuple[float, int, int]]:

@@ -162,9 +162,7 @@ def make_calc_task(seed: int, level: int = 1) -> ToolTask:
 
 def reference_turn(task: ToolTask) -> str:
     """The reference calls written in the call format (`backend.tools`)."""
-    import json
-
-    return "".join(f"<tool_call>{json.dumps({'name': n, 'arguments': a})}</tool_call>" for n, a in task.reference_calls)
+    return "".join(_call_text(n, a) for n, a in task.reference_calls)
 
 
 def score_tool_episode(task: ToolTask, final_text: str, results: list) -> tuple[float, dict]:
@@ -464,9 +462,12 @@ _DEMOS: dict[str, list[dict]] = {}
 
 
 def _call_text(name: str, arguments: dict) -> str:
+    """One call in the call format (`backend.tools`)."""
     import json
 
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}</tool_call>"
+    from backend.tools import CALL_CLOSE, CALL_OPEN
+
+    return f"{CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}{CALL_CLOSE}"
 
 
 def _task_dir() -> Path:

@@ -26,6 +26,9 @@ METRIC_PANELS: dict[str, tuple[str, ...]] = {
     "Throughput (tokens/s)": ("rollout_tokens_per_s", "learner_tokens_per_s"),
     "Sandbox latency (ms)": ("sandbox/latency_p50_ms", "sandbox/latency_p99_ms"),
     "Turns per episode": ("turns/*",),
+    "Tool-call validity (valid calls / calls)": ("tools/call_validity/*",),
+    "Tool calls per episode": ("tools/calls_per_episode/*",),
+    "Tool-call errors by code (count)": ("tools/errors/*",),
 }
 
 #: The Runs page's "Per domain" charts: title -> metric prefix; one "<prefix><domain>"
@@ -248,9 +251,38 @@ def sandbox_summary(store: Store, run_id: str | None = None) -> dict:
 
 
 def turns_frame(traj: dict) -> pd.DataFrame:
-    """The turns of a multi-turn trajectory, one row each (empty for single-turn ones)."""
-    cols = ["turn", "action", "command", "exit_code", "duration_ms", "timed_out"]
-    return pd.DataFrame([{c: t.get(c) for c in cols} for t in traj.get("turns") or []], columns=cols)
+    """The turns of a multi-turn trajectory, one row each (empty for single-turn ones):
+    terminal turns with their command, exit code and time; tool turns with their calls
+    (names) and error codes."""
+    cols = ["turn", "action", "command", "exit_code", "duration_ms", "timed_out", "calls", "errors"]
+    rows = []
+    for t in traj.get("turns") or []:
+        row = {c: t.get(c) for c in cols[:6]}
+        if "calls" in t:
+            row["calls"] = ", ".join(str(c.get("name")) for c in t["calls"]) or "(none)"
+            row["errors"] = ", ".join(c["error"] for c in t["calls"] if c.get("error")) or ""
+            row["duration_ms"] = round(sum(c.get("duration_ms") or 0 for c in t["calls"]), 1)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def calls_frame(traj: dict) -> pd.DataFrame:
+    """Every tool call of a trajectory, one row each: turn, index in the turn, tool name,
+    arguments (JSON), valid (parsed and met the tool's schema), error code (contract or
+    tool failure; empty when it ran), time in ms, and the start of the observation."""
+    import json
+
+    from backend.tool_env import CONTRACT_ERRORS
+
+    cols = ["turn", "call", "name", "arguments", "valid", "error", "duration_ms", "observation"]
+    rows = []
+    for t in traj.get("turns") or []:
+        for c in t.get("calls") or []:
+            rows.append({"turn": t.get("turn"), "call": c.get("index"), "name": c.get("name"),
+                         "arguments": json.dumps(c.get("arguments"), ensure_ascii=False)[:300],
+                         "valid": c.get("error") not in CONTRACT_ERRORS, "error": c.get("error") or "",
+                         "duration_ms": c.get("duration_ms"), "observation": _preview(c.get("observation") or "")})
+    return pd.DataFrame(rows, columns=cols)
 
 
 DOMAIN_COLUMNS = ["name", "family", "kind", "levels", "validation", "description", "reasons"]

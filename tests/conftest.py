@@ -51,9 +51,14 @@ def docker_engine():
     from sandboxes.spec import DEFAULT_IMAGE
 
     try:
+        from sandboxes.image import recipe_hash
+
         client = docker_client()
-        if find_image(client, DEFAULT_IMAGE) is None:
+        image = find_image(client, DEFAULT_IMAGE)
+        if image is None:
             raise SandboxUnavailable(f"image {DEFAULT_IMAGE} missing: run `rlwb sandbox build-image`")
+        if image.labels.get("rlwb.recipe") != recipe_hash():
+            raise SandboxUnavailable(f"image {DEFAULT_IMAGE} is from an older recipe: run `rlwb sandbox build-image`")
     except SandboxUnavailable as e:
         if os.environ.get("RLWB_REQUIRE_DOCKER") == "1":
             pytest.fail(f"RLWB_REQUIRE_DOCKER=1 but Docker is unusable: {e}")

@@ -108,6 +108,11 @@ def show_catalogue(frame: pd.DataFrame) -> list[str]:
 
 def answer_hint(domain) -> str:
     """What the try-the-verifier box expects for this domain."""
+    if domain.family in ("tool_use", "cad"):
+        return ("Tool calls as `<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>`, one turn per line; "
+                "the last line is the final turn (`Answer: ...`, or DONE when the result is in the sandbox). "
+                "Each call is checked against its tool's schema and run" +
+                (" in a sandbox." if domain.needs_sandbox else "."))
     if domain.kind == "multi_turn":
         return ("Shell commands, one shell command per line: each line is one turn in a fresh sandbox, then the "
                 "episode ends with DONE and the checker decides the reward.")
@@ -170,9 +175,12 @@ def show_sample(domain):
             st.code(message["content"], language=None, wrap_lines=True)
     with st.expander("Reference answer"):
         st.code(task.answer, language=None, wrap_lines=True)
-        if domain.kind == "multi_turn":
+        if domain.kind == "multi_turn" and "reference" in task.entry:
             st.caption("Reference commands")
             st.code("\n".join(task.entry.get("reference", [])), language="bash")
+        if "reference_calls" in task.entry:
+            st.caption("Reference tool sequence (the verifier accepts it with reward 1)")
+            st.json(task.entry["reference_calls"], expanded=False)
     return task
 
 

@@ -2,8 +2,10 @@
 
 UI only: data comes from `backend.views` and `Store` verbs through cached loaders. Shows
 single-turn samples (prompt, completion, reward breakdown) and, for multi-turn episodes,
-each turn: the model's text, the parsed command, its exit code, timing and output; for
-retrieval domains, the fragments the context was assembled from (with their scores).
+each turn: the model's text, the parsed command, its exit code, timing and output, or each
+tool call with its arguments, validation result and observation; for cad domains the
+exported mesh (Plotly Mesh3d) and the geometry checks; for retrieval domains, the fragments
+the context was assembled from (with their scores).
 The table shows at most `LIMIT` rows.
 """
 
@@ -79,23 +81,38 @@ def show_trajectory(traj: dict) -> None:
     st.code(traj["completion"], language=None, wrap_lines=True)
     if traj.get("turns"):
         show_turns(traj)
+    breakdown = traj.get("breakdown") or {}
+    if breakdown.get("checks") is not None:
+        show_geometry(breakdown)
     if traj.get("retrieval"):
         show_retrieval(traj["retrieval"])
     st.markdown("**Reference answer**")
     st.code(traj["answer"] or "(none)", language=None, wrap_lines=True)
     st.markdown("**Reward breakdown**")
-    st.json(traj["breakdown"])
+    st.json({k: v for k, v in breakdown.items() if k != "mesh"})
 
 
 def show_turns(traj: dict) -> None:
     """Turn-by-turn view of a multi-turn episode."""
     st.markdown(f"**Turns** ({len(traj['turns'])})")
     st.dataframe(views.turns_frame(traj), hide_index=True, key="traj_turns")
+    calls = views.calls_frame(traj)
+    if len(calls):
+        valid = int(calls["valid"].sum())
+        st.caption(f"{len(calls)} tool calls · {valid} valid ({valid / len(calls):.0%}) · "
+                   f"{int((calls['error'] == '').sum())} ran without an error code")
+        st.dataframe(calls, hide_index=True, key="traj_calls")
     for t in traj["turns"]:
         status = ("timed out" if t.get("timed_out") else f"exit {t.get('exit_code')}") if t.get("command") else t["action"]
         with st.expander(f"turn {t['turn']} · {t['action']} · {status}"):
             st.markdown("Model")
             st.code(t.get("text", ""), language=None, wrap_lines=True)
+            for c in t.get("calls") or []:
+                verdict = f"error `{c['error']}`" if c.get("error") else "valid, ran"
+                st.markdown(f"Call {c.get('index')} · `{c.get('name')}` · {verdict} · "
+                            f"{c.get('duration_ms') or 0:.0f} ms")
+                st.json(c.get("arguments"), expanded=False)
+                st.code(c.get("observation") or "(empty)", language=None, wrap_lines=True)
             if t.get("command"):
                 st.markdown(f"Command · {t.get('duration_ms', 0):.0f} ms")
                 st.code(t["command"], language="bash", wrap_lines=True)
@@ -104,6 +121,30 @@ def show_turns(traj: dict) -> None:
                 if t.get("stderr"):
                     st.markdown("stderr")
                     st.code(t["stderr"], language=None, wrap_lines=True)
+
+
+def show_geometry(breakdown: dict) -> None:
+    """A cad episode's exported mesh (Plotly Mesh3d) and the verifier's checks."""
+    st.markdown("**Geometry**")
+    failing = breakdown.get("failing") or []
+    st.caption(f"rollbacks {breakdown.get('rollbacks', 0)} · failed modeling calls {breakdown.get('failed_ops', 0)}"
+               + (f" · failing: {', '.join(failing)}" if failing else " · every check passed"))
+    checks = breakdown.get("checks") or []
+    if checks:
+        st.dataframe(pd.DataFrame([{**c, "expected": str(c["expected"]), "measured": str(c["measured"])}
+                                   for c in checks]), hide_index=True, key="traj_checks")
+    mesh = breakdown.get("mesh")
+    if mesh and mesh.get("triangles"):
+        import plotly.graph_objects as go
+
+        v, f = mesh["vertices"], mesh["triangles"]
+        fig = go.Figure(go.Mesh3d(x=[p[0] for p in v], y=[p[1] for p in v], z=[p[2] for p in v],
+                                  i=[t[0] for t in f], j=[t[1] for t in f], k=[t[2] for t in f],
+                                  color="#4c78a8", flatshading=True, opacity=1.0))
+        fig.update_layout(scene={"aspectmode": "data"}, margin={"l": 0, "r": 0, "t": 0, "b": 0}, height=420)
+        st.plotly_chart(fig, key="traj_mesh")
+    elif not failing or "exported" not in failing:
+        st.caption("No mesh stored for this episode.")
 
 
 def show_retrieval(record: dict) -> None:

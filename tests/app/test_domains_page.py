@@ -99,7 +99,8 @@ def test_catalogue_filters_narrow_the_table(tmp_path, monkeypatch):
     at.text_input(key="dom_search").input("").run()
     at.multiselect(key="dom_kind").select("multi_turn").run()
     kinds = _table(at)
-    assert set(kinds["kind"]) == {"multi_turn"} and all(n.startswith("terminal_") for n in kinds["name"])
+    assert set(kinds["kind"]) == {"multi_turn"}
+    assert all(n.startswith(("terminal_", "tool_", "cad_")) for n in kinds["name"])
     at.multiselect(key="dom_family").select("arithmetic").run()
     assert _table(at).empty  # no multi-turn arithmetic domain
     _ok(at)
@@ -196,3 +197,26 @@ def test_a_retrieval_domain_shows_its_question_and_points_to_the_retrieval_page(
     assert not at.exception, [e.value for e in at.exception]
     assert any("What is the secret code" in c.value or "What are the secret codes" in c.value for c in at.code)
     assert any("Retrieval page" in c.value for c in at.caption)
+
+
+def test_tool_and_cad_domains_show_their_demonstration_and_score_the_reference(tmp_path, monkeypatch, docker_engine):
+    at = _open(_db(tmp_path), monkeypatch)
+    at.selectbox(key="dom_domain").set_value("tool_sql").run()
+    _ok(at)
+    assert any('"name": "sql"' in c.value for c in at.code)  # the demonstration's assistant call
+    at.button(key="dom_try_fill").click().run()
+    at.button(key="dom_try_score").click().run()
+    _ok(at)
+    assert _reward(at) == 1.0
+    at.selectbox(key="dom_domain").set_value("cad_table").run()
+    _ok(at)
+    at.button(key="dom_try_fill").click().run()
+    at.button(key="dom_try_score").click().run()  # plays the reference in a Docker sandbox
+    _ok(at)
+    assert _reward(at) == 1.0
+    lines = at.text_area(key="dom_try_text").value.splitlines()
+    at.text_area(key="dom_try_text").input("\n".join(get_domain("cad_table").wrong_turns(
+        get_domain("cad_table").make_task(0, 1)))).run()
+    at.button(key="dom_try_score").click().run()
+    _ok(at)
+    assert _reward(at) < 1.0 and len(lines) >= 3

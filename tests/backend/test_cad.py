@@ -116,7 +116,7 @@ def test_rollback_restores_the_step_before_and_retries_are_counted(pool):
     assert json.loads(records[1]["calls"][0]["observation"])["undone"] == "step 1: cad_box"
     assert records[1]["calls"][1]["error"] == "nothing_to_undo"
     assert records[2]["calls"][0]["error"] == "no_such_body"
-    assert b["rollbacks"] == 1 and b["failed_ops"] == 1 and b["calls"] == 3 + len(calls)
+    assert b["rollbacks"] == 1 and b["failed_ops"] == 1 and b["calls"] == 4 + len(calls)
 
 
 def test_no_export_scores_0_and_a_second_body_fails_one_body(pool):
@@ -131,3 +131,13 @@ def test_no_export_scores_0_and_a_second_body_fails_one_body(pool):
         turns = ["".join(_call_text(n, a) for n, a in calls[i:i + 8]) for i in range(0, len(calls), 8)] + ["DONE"]
         reward, b, _ = play_turns(d, task, turns, sb)
     assert reward < 1.0 and "one_body" in b["failing"], b["failing"]
+
+
+def test_a_cad_run_on_the_local_fallback_is_refused_up_front():
+    from backend.config import load_config, parse_config
+    from backend.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="sandbox_backend: docker"):
+        parse_config({"model": "smollm2-135m", "domains": {"cad_shaft": 1.0}, "sandbox_backend": "local"})
+    cfg = load_config("configs/cad.yaml")
+    assert cfg.needs_sandbox and {get_domain(d).family for d in cfg.domain_list} == {"cad", "tool_use"}

@@ -34,12 +34,15 @@ def test_registry_has_every_reasoning_gym_generator_and_the_sandboxed_domains():
 
     from backend.rg_domains import SKIPPED
 
-    rg = [n for n in D.domain_names() if not D.get_domain(n).needs_sandbox and n != "financial_report"]
+    ours = {"financial_report", "tool_sql", "tool_calc", "tool_docs"}  # generated here, no sandbox
+    rg = [n for n in D.domain_names() if not D.get_domain(n).needs_sandbox and n not in ours]
     assert sorted(rg) == sorted(set(DATASETS) - set(SKIPPED)) and set(NAMES) <= set(rg)
     # reasoning-gym's own short needle_haystack is replaced by the long-document one
     assert D.get_domain("needle_haystack").kind == D.get_domain("financial_report").kind == "retrieval"
     sandboxed = [n for n in D.domain_names() if D.get_domain(n).needs_sandbox]
     assert "humaneval" in sandboxed and sum(n.startswith("terminal_") for n in sandboxed) >= 8
+    assert {"tool_files", "cad_bracket", "cad_shaft", "cad_table"} <= set(sandboxed)
+    assert {D.get_domain(n).family for n in ours - {"financial_report"}} == {"tool_use"}
     assert len(D.domain_names()) >= 110
     for name in D.domain_names():  # every domain carries what the page shows
         d = D.get_domain(name)
