@@ -139,19 +139,23 @@ class ToolEnv(gym.Env):
         self.task, self.runner, self.results, self.turn, self._over = None, None, [], 0, True
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
-        """Start an episode of `options["task"]` (a `Task` of this env's domain).
+        """Start an episode of `options["task"]` (a `Task` of this env's domain); without
+        one, of the domain's task for `seed` (default 0) at `options["difficulty"]` (1).
 
         Returns:
             (the question, {"tools": the tool names}).
 
         Raises:
-            ConfigError: no task, or a task of another domain.
+            ConfigError: a task of another domain, or a bad seed or difficulty.
             SandboxError: the sandbox could not be prepared (harness fault).
         """
         super().reset(seed=seed)
-        task = (options or {}).get("task")
-        if task is None or getattr(task, "domain", None) != self.domain.name:
-            raise ConfigError(f"reset needs options={{'task': a {self.domain.name} task}}")
+        options = options or {}
+        task = options.get("task")
+        if task is None:
+            task = self.domain.make_task(seed if seed is not None else 0, options.get("difficulty", 1))
+        if getattr(task, "domain", None) != self.domain.name:
+            raise ConfigError(f"reset needs options={{'task': a {self.domain.name} task}}, got {task!r:.80}")
         if self.runner is not None:
             self.runner.close()
         if self.sandbox is not None:

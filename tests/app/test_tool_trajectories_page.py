@@ -6,10 +6,10 @@ from transformers import AutoTokenizer
 
 from backend.domains import get_domain
 from backend.store import Store
-from trainer.episodes import SandboxRuntime, rollout_episodes
+from trainer.episodes import rollout_episodes
 
 from tests.app.test_pages import _app, _texts
-from tests.trainer.test_episodes import ScriptedEngine
+from tests.trainer.test_episodes import ScriptedEngine, docker_runtime
 
 
 def _episodes(tokenizer, task, scripts, runtime=None):
@@ -26,10 +26,7 @@ def tool_db(tiny_model_dir, docker_engine, tmp_path_factory):
     bad = '<tool_call>{"name": "sql", "arguments": {"sql": 1}}</tool_call>'
     samples = _episodes(tok, t, [sql.reference_turns(t), [bad, "Answer: 3"]])
 
-    class Cfg:
-        sandbox_backend, sandbox_pool_size, sandbox_memory_mb, command_timeout_s, max_turns = "docker", 1, 512, 20.0, 6
-
-    rt = SandboxRuntime.open(Cfg)
+    rt = docker_runtime(pool_size=1, memory_mb=512, command_timeout_s=20.0)
     try:
         cad = get_domain("cad_shaft")
         c = cad.make_task(1, 1)

@@ -46,12 +46,19 @@ def tokenizer(tiny_model_dir):
     return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
+def docker_runtime(pool_size: int = 2, memory_mb: int = 256, command_timeout_s: float = 5.0,
+                   max_turns: int = 6) -> SandboxRuntime:
+    """A Docker `SandboxRuntime` from just the fields `SandboxRuntime.open` reads."""
+    from types import SimpleNamespace
+
+    return SandboxRuntime.open(SimpleNamespace(sandbox_backend="docker", sandbox_pool_size=pool_size,
+                                               sandbox_memory_mb=memory_mb, command_timeout_s=command_timeout_s,
+                                               max_turns=max_turns))
+
+
 @pytest.fixture(scope="module")
 def runtime(docker_engine):
-    class Cfg:  # the fields SandboxRuntime.open reads
-        sandbox_backend, sandbox_pool_size, sandbox_memory_mb, command_timeout_s, max_turns = "docker", 2, 256, 5.0, 6
-
-    rt = SandboxRuntime.open(Cfg)
+    rt = docker_runtime()
     yield rt
     rt.close()
 

@@ -88,13 +88,9 @@ def test_observation_segment_for_tools_matches_the_template(tokenizer):
 
 
 def test_files_task_in_docker_reference_passes_and_a_wrong_file_fails(tokenizer, docker_engine):
-    from tests.trainer.test_episodes import runtime as _  # noqa: F401 - fixture lives there
-    from trainer.episodes import SandboxRuntime
+    from tests.trainer.test_episodes import docker_runtime
 
-    class Cfg:
-        sandbox_backend, sandbox_pool_size, sandbox_memory_mb, command_timeout_s, max_turns = "docker", 2, 256, 10.0, 4
-
-    rt = SandboxRuntime.open(Cfg)
+    rt = docker_runtime(command_timeout_s=10.0, max_turns=4)
     try:
         d = get_domain("tool_files")
         task = d.make_task(7, 3)
