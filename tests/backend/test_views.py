@@ -73,3 +73,34 @@ def test_domain_panels_one_line_per_picked_domain(store):
     assert other["name"].unique().tolist() == ["zero_variance/skipped"]  # old zero_variance_groups hidden
     empty = views.metrics_frame(store, store.create_run("e", {}, 1))
     assert views.metric_domains(empty) == [] and views.domain_panels(empty, []) == {}
+
+
+def test_tool_metrics_get_their_panels(store):
+    rid = store.create_run("tools", {}, 2)
+    for step in (1, 2):
+        store.record_metrics(rid, step, {"tools/call_validity/mean": 0.3 * step, "tools/call_validity/tool_sql": 0.5,
+                                         "tools/calls_per_episode/mean": 1.0, "tools/errors/invalid_json": 2.0,
+                                         "tools/errors/timeout": 1.0})
+    panels, other = views.metric_panels(views.metrics_frame(store, rid))
+    validity = panels["Tool-call validity (valid calls / calls)"]
+    assert validity["name"].unique().tolist() == ["tools/call_validity/mean", "tools/call_validity/tool_sql"]
+    assert set(panels["Tool-call errors by code (count)"]["name"]) == {"tools/errors/invalid_json",
+                                                                     "tools/errors/timeout"}
+    assert "Tool calls per episode" in panels and other.empty
+
+
+def test_calls_frame_lists_each_call_and_its_validity():
+    traj = {"turns": [{"turn": 1, "action": "tool_call", "calls": [
+        {"index": 0, "name": "sql", "arguments": {"query": "select 1"}, "error": None, "observation": "[[1]]",
+         "duration_ms": 1.5},
+        {"index": 1, "name": "sql", "arguments": {"q": 1}, "error": "schema_violation", "observation": "{}",
+         "duration_ms": 0.0},
+        {"index": 2, "name": "sql", "arguments": {"query": "x"}, "error": "sql_error", "observation": "{}",
+         "duration_ms": 0.2}]}, {"turn": 2, "action": "answer", "calls": []}]}
+    frame = views.calls_frame(traj)
+    assert frame["valid"].tolist() == [True, False, True] and frame["error"].tolist() == ["", "schema_violation",
+                                                                                          "sql_error"]
+    turns = views.turns_frame(traj)
+    assert turns["calls"].tolist() == ["sql, sql, sql", "(none)"]
+    assert turns["errors"].tolist() == ["schema_violation, sql_error", ""]
+    assert views.calls_frame({"turns": None}).empty
