@@ -25,8 +25,12 @@ Domains (millimetres; the part sits at the origin as the task says):
 Verifier (`check_geometry`): the exported solid's volume within `VOLUME_TOL` of the spec's
 exact volume (true circles; the 48-gon cylinders are within 0.3 %), its bounding box within
 `BBOX_TOL_MM`, watertight, one body, and probe points: inside the solid where there must be
-material, outside where a hole or a gap must be. Reward = 0.2 (something was exported) +
-0.8 x the fraction of checks passed; correct = every check passed. The breakdown names each
+material, outside where a hole or a gap must be (a hole gets probes at its centre, at 0.85 r
+on a diagonal, which must be empty, and at 1.15 r, which must be material: a square or a
+smaller hole fails). Reward = 0.2 (something was exported) + 0.8 x the fraction of checks
+passed, that fraction counting only when the volume is within `PLAUSIBLE_VOLUME` of the
+spec's (a token 1 mm cube passes watertight and one-body, and earns nothing for them);
+correct = every check passed. The breakdown names each
 failing check with its expected and measured values.
 """
 
@@ -47,6 +51,8 @@ VOLUME_TOL = 0.01  # relative
 BBOX_TOL_MM = 0.5
 MAX_UNDO = 16
 KERNEL_TIMEOUT_S = 20.0
+PLAUSIBLE_VOLUME = 0.25  # checks earn partial credit only when the volume is within 25 % of the spec's
+MAX_MESH_TRIANGLES = 20_000
 
 _NUM = {"type": "number", "minimum": -1e5, "maximum": 1e5}
 _POS = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e5}
@@ -166,6 +172,13 @@ def _r(rng: random.Random, lo: int, hi: int, step: int = 1) -> int:
     return rng.randrange(lo, hi + 1, step)
 
 
+def _hole_wall(r: float) -> tuple[float, float]:
+    """Offsets (along x and y alike: a 45 degree diagonal) of two probes around a hole of
+    radius r: at 0.85 r (must be empty: the hole is not smaller) and at 1.15 r (must be
+    material: the hole is round and not larger; a square hole of side 2r reaches 1.41 r)."""
+    return 0.85 * r / math.sqrt(2), 1.15 * r / math.sqrt(2)
+
+
 def make_bracket(seed: int, level: int) -> CadTask:
     """A `cad_bracket` task (see the module docstring)."""
     rng = random.Random(f"cad_bracket:{seed}:{level}")
@@ -192,6 +205,10 @@ def make_bracket(seed: int, level: int) -> CadTask:
             f"(x={x2}, y={yc:g})"
     solid = [(L / 2, yc, T / 2), (x1 + r + 1.5, yc, T / 2), (x2 - r - 1.5, yc, T / 2)]
     empty = [(x1, yc, T / 2), (x2, yc, T / 2)]
+    for x in (x1, x2):
+        inner, outer = _hole_wall(r)
+        empty.append((x + inner, yc + inner, T / 2))
+        solid.append((x + outer, yc + outer, T / 2))
     if level >= 2:
         solid.append((T / 2, yc + W / 4, (T + H) / 2))
         empty.append((T + 2, yc, H - 1))  # in front of the flange, above the plate
@@ -203,6 +220,9 @@ def make_bracket(seed: int, level: int) -> CadTask:
                  f"(y={yc:g}, z={zf:g})"
         volume -= math.pi * r * r * T
         empty.append((T / 2, yc, zf))
+        inner, outer = _hole_wall(r)
+        empty.append((T / 2, yc + inner, zf + inner))
+        solid.append((T / 2, yc + outer, zf + outer))
     ref.append(("cad_export", {"name": "base"}))
     question = (f"Model a bracket: {', '.join(parts)}; {holes}. Build it from primitives and boolean operations "
                 "with the cad tools, then export the finished body with cad_export. Dimensions are in mm.")
@@ -233,8 +253,10 @@ def make_shaft(seed: int, level: int) -> CadTask:
         ref += [("cad_cylinder", {"name": "bore", "radius": bore, "height": z + 2, "at": [0, 0, -1]}),
                 ("cad_boolean", {"op": "difference", "target": "step1", "tool": "bore"})]
         volume -= math.pi * bore * bore * z
-        empty.append((0, 0, z / 2))
         solid[-1] = (radii[-1] - 1.0, 0, z - lengths[-1] / 2)
+        inner, outer = _hole_wall(bore)
+        empty += [(0, 0, z / 2), (inner, inner, z / 2)]
+        solid.append((outer, outer, z / 2))
         text += f"; with an axial bore of diameter {2 * bore} mm through its whole length"
     ref.append(("cad_export", {"name": "step1"}))
     question = (f"{text}. Build it with the cad tools and export the finished body with cad_export. "
@@ -398,21 +420,25 @@ class CadDomain:
 
         spec = task.entry["spec"]
         out = run_kernel(sandbox, "measure", {"probes": [*spec["solid"], *spec["empty"]]}, budget=False)
-        cad_calls = [r for r in results if r.name in CAD_TOOLS and r.name != "rollback"]
+        from backend.tool_env import CONTRACT_ERRORS
+
+        ran = [r for r in results if r.name in CAD_TOOLS and r.name != "rollback" and r.error not in CONTRACT_ERRORS]
         retries = {"rollbacks": sum(r.name == "rollback" and r.error is None for r in results),
-                   "failed_ops": sum(r.error is not None for r in cad_calls)}
+                   "failed_ops": sum(r.error is not None for r in ran)}
         if not out.get("ok"):
             failing = "exported" if out.get("code") == "not_exported" else f"measure: {out.get('message')}"
             return 0.0, {"format": 0.0, "correct": 0.0, "checks": [], "failing": [failing], **retries}
         checks = check_geometry(spec, out)
         passed = sum(c["passed"] for c in checks)
-        mesh = out.get("mesh", {})
+        plausible = abs(out["volume"] - spec["volume"]) <= PLAUSIBLE_VOLUME * spec["volume"]
         breakdown = {"format": 1.0, "correct": float(passed == len(checks)), "checks": checks,
                      "failing": [c["name"] for c in checks if not c["passed"]], "checks_passed": passed,
-                     "volume": out["volume"], "bbox": out["bbox"], **retries}
-        if len(mesh.get("triangles", [])) <= 20_000:
+                     "plausible": plausible, "volume": out["volume"], "bbox": out["bbox"], **retries}
+        mesh = _read_mesh(sandbox, out.get("mesh_file"))
+        if mesh is not None:
             breakdown["mesh"] = mesh
-        return min(1.0, FORMAT_WEIGHT + CORRECT_WEIGHT * passed / len(checks)), breakdown
+        credit = passed / len(checks) if plausible else 0.0
+        return min(1.0, FORMAT_WEIGHT + CORRECT_WEIGHT * credit), breakdown
 
     def reference_turns(self, task) -> list[str]:
         """The reference tool sequence, a few calls per turn (dependent steps in order), then DONE."""
@@ -435,6 +461,18 @@ class CadDomain:
 
     def wrap_answer(self, answer: str) -> str:
         return "DONE"
+
+
+def _read_mesh(sandbox, path: str | None) -> dict | None:
+    """The exported mesh the kernel wrote (None when missing, unreadable or over
+    `MAX_MESH_TRIANGLES`, which the page would not draw)."""
+    if not path:
+        return None
+    try:
+        mesh = json.loads(sandbox.read_file(path))
+    except (ConfigError, SandboxError, ValueError):
+        return None
+    return mesh if len(mesh.get("triangles", [])) <= MAX_MESH_TRIANGLES else None
 
 
 def _turns(calls, per_turn: int = 4) -> list[str]:

@@ -18,14 +18,15 @@ Operations (the "_op" key; lengths in millimetres, angles in degrees):
 - delete: name; list: names with volumes; inspect: name -> volume, bbox, bodies, watertight
 - export: name -> ``cad/export.npz`` and ``cad/export.stl`` (the model to be verified)
 - measure: probes [[x, y, z], ...] -> the export's volume (mm^3), area (mm^2), bbox,
-  watertight, bodies (connected solids), genus, whether each probe point lies in the solid,
-  and its mesh (vertices, triangles)
+  watertight, bodies (connected solids), genus, whether each probe point lies in the solid;
+  its mesh (vertices, triangles) goes to ``cad/export_mesh.json`` (`mesh_file`)
 
 Only numpy, manifold3d and (for watertightness and STL) trimesh are imported; the sandbox
 image carries them (`sandboxes.image.WHEELS`).
 """
 
 import json
+import math
 import os
 import re
 import sys
@@ -87,16 +88,17 @@ def _names():
 
 
 def _vec(value, what, positive=False):
-    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, (int, float))
-                                                                and not isinstance(v, bool) for v in value)):
-        raise KernelError("bad_argument", f"{what} must be a list of 3 numbers, got {value!r}")
+    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                                and math.isfinite(v) for v in value)):
+        raise KernelError("bad_argument", f"{what} must be a list of 3 finite numbers, got {value!r:.200}")
     if any(abs(v) > 1e5 for v in value) or (positive and any(v <= 0 for v in value)):
         raise KernelError("bad_argument", f"{what} must be {'positive ' if positive else ''}numbers up to 1e5 mm")
     return [float(v) for v in value]
 
 
 def _positive(value, what):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e5:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= 1e5:
         raise KernelError("bad_argument", f"{what} must be a number in (0, 1e5], got {value!r}")
     return float(value)
 
@@ -152,7 +154,8 @@ def op_rotate(args):
     axis, degrees = args.get("axis"), args.get("degrees")
     if axis not in _AXES:
         raise KernelError("bad_argument", f"axis must be 'x', 'y' or 'z', got {axis!r}")
-    if isinstance(degrees, bool) or not isinstance(degrees, (int, float)) or abs(degrees) > 3600:
+    if isinstance(degrees, bool) or not isinstance(degrees, (int, float)) or not math.isfinite(degrees) \
+            or abs(degrees) > 3600:
         raise KernelError("bad_argument", f"degrees must be a number in [-3600, 3600], got {degrees!r}")
     angles = [float(degrees) if a == axis else 0.0 for a in "xyz"]
     body = _load(args.get("name")).rotate(angles)
@@ -230,7 +233,10 @@ def op_measure(args):
         cube = m.Manifold.cube([PROBE_SIZE] * 3, center=True).translate(_vec(p, "probe"))
         probes.append((body ^ cube).volume() > 0.5 * PROBE_SIZE ** 3)
     out["probes"] = probes
-    out["mesh"] = {"vertices": np.round(verts.astype(np.float64), 3).tolist(), "triangles": tris.tolist()}
+    mesh_path = os.path.join(CAD_DIR, "export_mesh.json")  # the mesh can be large: a file, not stdout
+    with open(mesh_path, "w") as f:
+        json.dump({"vertices": np.round(verts.astype(np.float64), 3).tolist(), "triangles": tris.tolist()}, f)
+    out["mesh_file"] = mesh_path
     return out
 
 

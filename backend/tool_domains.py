@@ -34,8 +34,10 @@ of samples without it and in 47-64 % with it (36 samples per domain, T = 1).
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,9 +75,14 @@ class ToolTask:
     files: dict = field(default_factory=dict, compare=False)
 
     def database_path(self, directory: str | Path) -> Path:
-        """Write the task's database into `directory` (once) and return its path."""
-        path = Path(directory) / f"{self.domain}-{self.seed}-{self.level}.db"
-        if not path.exists():
+        """Write the task's database into `directory` (once; the name carries a digest of the
+        tables, so a changed generator never reuses an old file) and return its path."""
+        import hashlib
+        import json
+
+        digest = hashlib.sha256(json.dumps(self.tables, sort_keys=True).encode()).hexdigest()[:12]
+        path = Path(directory) / f"{self.domain}-{self.seed}-{self.level}-{digest}.db"
+        if not path.exists() or path.stat().st_size == 0:
             tmp = path.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")  # episodes of a group write at once
             with sqlite3.connect(tmp) as conn:
                 for table, (columns, rows) in self.tables.items():
@@ -101,7 +108,14 @@ def make_sql_task(seed: int, level: int = 1) -> ToolTask:
         ConfigError: bad seed or level.
     """
     seed, level = _check(seed, level)
-    rng = random.Random(f"tool_sql:{seed}:{level}")
+    for attempt in range(100):  # level 3: a tie has no single answer, so draw again (same seed)
+        task = _sql_task(seed, level, random.Random(f"tool_sql:{seed}:{level}" + (f":{attempt}" if attempt else "")))
+        if task is not None:
+            return task
+    raise ConfigError(f"tool_sql level {level} seed {seed}: no task without a tie in 100 draws")
+
+
+def _sql_task(seed: int, level: int, rng: random.Random) -> ToolTask | None:
     customers = [(i, f"customer_{i}", rng.choice(REGIONS)) for i in range(1, 21 + 10 * level)]
     orders = [(i, rng.choice(customers)[0], rng.choice(PRODUCTS), rng.choice(YEARS), rng.randint(1, 50),
                rng.randint(100, 9_999) / 100) for i in range(1, 60 + 40 * level)]
@@ -128,7 +142,7 @@ def make_sql_task(seed: int, level: int = 1) -> ToolTask:
                 totals[region_of[o[1]]] = totals.get(region_of[o[1]], 0) + o[4]
         ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
         if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-            return make_sql_task(seed + 1_000_003, level)  # a tie has no single answer: another draw
+            return None
         question = (f"Which region's customers ordered the most units in {year}, and how many? "
                     "Answer as REGION, UNITS.")
         query = ("select c.region, sum(o.quantity) as units from orders o join customers c on c.id = o.customer_id "
@@ -196,17 +210,25 @@ def _reward(formatted: bool, correct: bool, extra: dict, results: list) -> tuple
 
 
 def _same(given: str, expected: str) -> bool:
+    """Answers match part by part (comma-separated): numbers within 0.005 (finite ones only:
+    `nan` never matches), other parts equal ignoring case and a final period."""
     norm = lambda s: [p.strip().lower().rstrip(".") for p in s.replace(";", ",").split(",")]  # noqa: E731
     a, b = norm(given), norm(expected)
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
         try:
-            if abs(float(x.replace(" ", "")) - float(y)) > 0.005 + 1e-9:
-                return False
+            want = float(y)
         except ValueError:
             if x != y:
                 return False
+            continue
+        try:
+            got = float(x.replace(" ", ""))
+        except ValueError:
+            return False
+        if not math.isfinite(got) or abs(got - want) > 0.005 + 1e-9:
+            return False
     return True
 
 
@@ -480,6 +502,7 @@ def _task_dir() -> Path:
 
 
 _RETRIEVERS: dict = {}
+_RETRIEVERS_LOCK = threading.Lock()
 
 
 def _doc_retriever(seed: int, level: int):
@@ -490,13 +513,15 @@ def _doc_retriever(seed: int, level: int):
     from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
     key = (seed, level)
-    if key not in _RETRIEVERS:
-        cfg = RetrievalConfig()
-        col = Collection.build({"report": make_report_task(seed, level).document}, Embedder.shared().tokenizer, cfg)
-        _RETRIEVERS[key] = Retriever(col, cfg)
-        while len(_RETRIEVERS) > 16:
-            _RETRIEVERS.pop(next(iter(_RETRIEVERS)))
-    return _RETRIEVERS[key]
+    with _RETRIEVERS_LOCK:  # the episodes of a group reset in parallel: build each report's index once
+        if key not in _RETRIEVERS:
+            cfg = RetrievalConfig()
+            col = Collection.build({"report": make_report_task(seed, level).document}, Embedder.shared().tokenizer,
+                                   cfg)
+            _RETRIEVERS[key] = Retriever(col, cfg)
+            while len(_RETRIEVERS) > 16:
+                _RETRIEVERS.pop(next(iter(_RETRIEVERS)))
+        return _RETRIEVERS[key]
 
 
 def make_docs_task(seed: int, level: int = 1) -> ToolTask:

@@ -99,11 +99,24 @@ def observation_text(results) -> str:
     return "\n".join(lines)
 
 
+MAX_RECORDED_ARGUMENT_CHARS = 4_000
+
+
+def _storable(value):
+    """`value` as clean JSON types: lone surrogates (a model can write them as JSON escapes)
+    replaced, arguments over `MAX_RECORDED_ARGUMENT_CHARS` kept as a cut JSON string."""
+    text = json.dumps(value, ensure_ascii=False).encode("utf-8", "replace").decode("utf-8")
+    if len(text) > MAX_RECORDED_ARGUMENT_CHARS:
+        return {"_cut": text[:MAX_RECORDED_ARGUMENT_CHARS], "_chars": len(text)}
+    return json.loads(text)
+
+
 def call_record(r) -> dict:
     """A call as stored in the trajectory: name, arguments, error code (None = valid and
-    ran), observation, time in ms, plus tool extras (e.g. a mesh summary)."""
-    rec = {"index": r.index, "name": r.name, "arguments": r.arguments, "error": r.error,
-           "observation": r.observation[:4000], "duration_ms": round(r.duration_ms, 1)}
+    ran), observation, time in ms, plus tool extras (e.g. a mesh summary); text made safe to
+    store and show (`_storable`)."""
+    rec = {"index": r.index, "name": _storable(r.name), "arguments": _storable(r.arguments), "error": r.error,
+           "observation": _storable(r.observation[:4000]), "duration_ms": round(r.duration_ms, 1)}
     if r.extra:
         rec["extra"] = r.extra
     return rec

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import math
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -184,6 +185,9 @@ def _sql(args: dict, ctx: ToolContext, timeout_s: float) -> str:
     if ctx.database is None or not Path(ctx.database).is_file():
         raise ToolFailure("no_database", "this task has no database")
     conn = sqlite3.connect(f"file:{Path(ctx.database).resolve()}?mode=ro", uri=True, check_same_thread=False)
+    # ATTACH and VACUUM INTO would open (and create) files anywhere on the host: no attachments
+    conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_SQL_VALUE_BYTES)  # randomblob(1e9) etc.
     deadline = time.monotonic() + timeout_s
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
@@ -200,19 +204,55 @@ def _sql(args: dict, ctx: ToolContext, timeout_s: float) -> str:
         raise ToolFailure("sql_error", str(e)[:300]) from None
     finally:
         conn.close()
-    return "\n".join(json.dumps(r, default=str, ensure_ascii=False) for r in [cols, *map(list, rows)])
+    return "\n".join(json.dumps([_cell(v) for v in r], ensure_ascii=False) for r in [cols, *map(list, rows)])
+
+
+def _cell(value):
+    """A result cell as JSON can hold it, long text and blobs cut to 200 characters."""
+    if isinstance(value, bytes):
+        value = f"<{len(value)} bytes: {value[:32].hex()}...>" if len(value) > 32 else value.hex()
+    if isinstance(value, str) and len(value) > 200:
+        return value[:200] + f"... [{len(value) - 200} more characters]"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+MAX_SQL_VALUE_BYTES = 1_000_000  # SQLITE_LIMIT_LENGTH for the sql tool
+MAX_RESULT_BITS = 4096  # the calculator refuses powers whose result would be larger
+
+
+def _bounded_pow(a, b):
+    """`a ** b`, refused (ValueError) when the result would exceed `MAX_RESULT_BITS` bits: big
+    integer powers run holding the GIL and can't be interrupted by a timeout."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a) > 1 and b > 0:
+        if b * math.log2(abs(a)) > MAX_RESULT_BITS:
+            raise ValueError(f"the power's result would be over {MAX_RESULT_BITS} bits")
+    return a ** b
+
+
+def _bounded_mul(a, b):
+    """`a * b`, refused when big integers would make a product over `MAX_RESULT_BITS` bits."""
+    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_RESULT_BITS:
+        raise ValueError(f"the product would be over {MAX_RESULT_BITS} bits")
+    return a * b
 
 
 def _calculator(args: dict, ctx: ToolContext, timeout_s: float) -> str:
-    from simpleeval import SimpleEval
+    import ast
 
-    evaluator = SimpleEval(functions={}, names={})
+    from simpleeval import DEFAULT_OPERATORS, SimpleEval
+
+    operators = {**DEFAULT_OPERATORS, ast.Pow: _bounded_pow, ast.Mult: _bounded_mul}
+    evaluator = SimpleEval(operators=operators, functions={}, names={})
     try:
         value = evaluator.eval(args["expression"])
     except Exception as e:  # noqa: BLE001 - simpleeval raises many kinds (syntax, zero division, limits)
         raise ToolFailure("math_error", f"{type(e).__name__}: {str(e)[:200]}") from None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ToolFailure("math_error", "the expression must give a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ToolFailure("math_error", f"the result is not a finite number ({value!r})")
     return repr(value)
 
 

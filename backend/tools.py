@@ -118,7 +118,8 @@ def parse_tool_calls(text: Any, max_calls: int = 4) -> tuple[list[ToolCall], lis
 
     Args:
         text: The model's turn (anything that is not a str has no calls).
-        max_calls: Calls allowed per turn; later ones get `too_many_calls`.
+        max_calls: Calls allowed per turn; later ones get `too_many_calls` (one error each
+            for the next `max_calls` of them, then one error that counts the rest).
 
     Returns:
         (calls in order, errors in order): well-formed calls (not yet checked against a
@@ -128,8 +129,14 @@ def parse_tool_calls(text: Any, max_calls: int = 4) -> tuple[list[ToolCall], lis
     errors: list[CallError] = []
     if not isinstance(text, str):
         return calls, errors
-    for index, m in enumerate(_CALL.finditer(text)):
+    matches = _CALL.finditer(text)
+    for index, m in enumerate(matches):
         raw = m.group(1)
+        if index >= 2 * max_calls:
+            rest = 1 + sum(1 for _ in matches)
+            errors.append(CallError("too_many_calls", f"only {max_calls} calls per turn; these {rest} more calls "
+                                    "were not run", raw[:200], index))
+            break
         if index >= max_calls:
             errors.append(CallError("too_many_calls", f"only {max_calls} calls per turn; this one was not run",
                                     raw[:200], index))

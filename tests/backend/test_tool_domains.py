@@ -79,3 +79,22 @@ def test_the_demonstration_is_a_real_reference_episode_on_a_reserved_seed():
         task = d.make_task(5, 2)
         assert task.question not in "".join(m["content"] for m in demo)  # the task itself is not shown
     assert get_domain("tool_files").demonstration() == []
+
+
+def test_non_finite_answers_never_match():
+    from backend.domains import get_domain
+
+    for name in ("tool_calc", "tool_sql"):
+        d = get_domain(name)
+        task = d.make_task(5, 3)
+        for junk in ("nan", "NaN", "-nan", "n a n", "inf", "central, nan"):
+            reward, b = d.score(task, d.reference_turns(task)[0] + f"\nAnswer: {junk}")
+            assert b["correct"] == 0.0 and reward < 1.0, (name, junk)
+
+
+def test_tie_redraws_keep_the_seed_in_its_range():
+    from backend.domains import HELDOUT_SEED_RANGE
+
+    for seed in list(range(200)) + [HELDOUT_SEED_RANGE[0] - 1]:
+        task = make_sql_task(seed, 3)
+        assert task.seed == seed and "," in task.answer

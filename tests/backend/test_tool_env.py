@@ -76,3 +76,24 @@ def test_bad_use_is_refused_with_a_clear_error():
         env.reset(seed=0)
         obs, reward, term, trunc, info = env.step(weird)
         assert 0.0 <= reward <= 1.0 and isinstance(obs, str)
+
+
+def test_call_records_are_storable_whatever_the_model_wrote():
+    """Lone surrogates written as JSON escapes, and huge arguments, are made safe before the
+    record reaches the store and the page (pyarrow refuses surrogates)."""
+    import json
+
+    import pyarrow as pa
+
+    from backend.views import calls_frame
+
+    env = ToolEnv(get_domain("tool_calc"))
+    env.reset(seed=1)
+    text = ('<tool_call>{"name": "calc\\ud800", "arguments": {"x": "\\udc00"}}</tool_call>'
+            + _call_text("calculator", {"expression": "1+" * 20_000 + "1"}))
+    _, _, _, _, info = env.step(text)
+    stored = json.loads(json.dumps(info["turn"]))  # as the store writes and reads it
+    frame = calls_frame({"turns": [stored]})
+    pa.Table.from_pandas(frame)  # what st.dataframe does; raised UnicodeEncodeError before
+    assert frame["error"].tolist() == ["unknown_tool", "schema_violation"]
+    assert stored["calls"][1]["arguments"]["_chars"] > 40_000

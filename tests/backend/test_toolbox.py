@@ -121,3 +121,27 @@ def test_runner_settings_are_checked():
         ToolRunner(["calculator"], timeout_s=0)
     assert set(TOOLS) == {"python", "shell", "read_file", "write_file", "list_dir", "search_document", "sql",
                           "calculator"}
+
+
+def test_calculator_refuses_results_too_big_to_compute_quickly():
+    import time
+
+    runner = ToolRunner(["calculator"], timeout_s=2.0)
+    for expr in ("4000000**4000000", "3999999**1999999", "(2**4000)*(2**4000)", "1e308*10"):
+        t0 = time.monotonic()
+        [r] = runner.run_turn(call("calculator", expression=expr))
+        assert r.error == "math_error" and time.monotonic() - t0 < 1.5, (expr, r.observation)
+    [r] = runner.run_turn(call("calculator", expression="2**100"))
+    assert r.observation == str(2**100)
+
+
+def test_sql_cannot_create_files_or_return_huge_values(database, tmp_path):
+    runner = ToolRunner(["sql"], ToolContext(database=database))
+    target = tmp_path / "planted.db"
+    for query in (f"attach database '{target}' as m", f"vacuum into '{target}'"):
+        [r] = runner.run_turn(call("sql", query=query))
+        assert r.error in ("sql_error", "read_only") and not target.exists(), r.observation
+    [r] = runner.run_turn(call("sql", query="select randomblob(20000000)"))
+    assert r.error == "sql_error"  # over SQLITE_LIMIT_LENGTH
+    [r] = runner.run_turn(call("sql", query="select randomblob(5000), printf('%.*c', 5000, 'x')"))
+    assert r.error is None and len(r.observation) < 1000

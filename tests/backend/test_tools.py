@@ -123,3 +123,9 @@ def test_any_text_around_and_inside_the_tags(before, after, payload):
         error = check_call(c, TOOLS)
         assert error is None or error.code in ERROR_CODES
     assert len(calls) + len(errors) >= 1 or "<tool_call>" in before
+
+
+def test_a_flood_of_calls_gets_a_bounded_number_of_errors():
+    calls, errors = parse_tool_calls('<tool_call>{"name": "a", "arguments": {}}</tool_call>' * 50_000, max_calls=4)
+    assert len(calls) == 4 and len(errors) == 5
+    assert [e.code for e in errors] == ["too_many_calls"] * 5 and "49992 more calls" in errors[-1].message
