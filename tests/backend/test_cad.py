@@ -36,7 +36,7 @@ def test_kernel_builds_measures_and_refuses_with_codes(tmp_path):
     _kernel(tmp_path, "export", name="plate")
     m = _kernel(tmp_path, "measure", probes=[[10, 10, 2.5], [20, 10, 2.5], [50, 10, 2.5]])
     assert m["probes"] == [False, True, False] and m["watertight"] is True and m["bodies"] == 1
-    assert len(m["mesh"]["triangles"]) > 12
+    assert len(json.loads((tmp_path / m["mesh_file"]).read_text())["triangles"]) > 12
     # failures: a code, a message, nothing written
     assert _kernel(tmp_path, "translate", name="nope", offset=[1, 0, 0])["code"] == "no_such_body"
     assert _kernel(tmp_path, "box", name="plate", size=[1, 1, 1])["code"] == "body_exists"
