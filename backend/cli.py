@@ -228,6 +228,10 @@ def cmd_domains_show(args) -> int:
         else:
             prompt = build_messages(task)[-1]["content"][:800]
         print(f"\n--- example seed {seed}, level {task.difficulty} ---\n{prompt}\n[reference answer] {task.answer[:300]}")
+        if "spec" in task.entry:
+            print(f"[spec] {json.dumps(task.entry['spec'])[:600]}")
+        for name, arguments in task.entry.get("reference_calls", []):
+            print(f"[reference call] {name} {json.dumps(arguments)[:200]}")
     report = _store(args).validation_report(d.name)
     print("\nvalidation: " + ("never run; `rlwb domains validate " + d.name + "`" if report is None else
                               f"{'passed' if report['passed'] else 'FAILED'} ({report['created_at']})"))

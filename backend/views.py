@@ -28,6 +28,7 @@ METRIC_PANELS: dict[str, tuple[str, ...]] = {
     "Turns per episode": ("turns/*",),
     "Tool-call validity (valid calls / calls)": ("tools/call_validity/*",),
     "Tool calls per episode": ("tools/calls_per_episode/*",),
+    "Tool calls that ran without an error (share)": ("tools/ok_rate/*",),
     "Tool-call errors by code (count)": ("tools/errors/*",),
 }
 
