@@ -62,6 +62,7 @@ class ToolTask:
         reference_calls: (tool, arguments) pairs that reach the answer.
         tables: tool_sql only: table -> (columns, rows) to write into the task's database.
         files: tool_files only: workspace path -> text written into the sandbox.
+        key: tool_docs only: the answer key fields `FinancialReportDomain` scores with.
     """
 
     domain: str
@@ -73,6 +74,7 @@ class ToolTask:
     reference_calls: tuple[tuple[str, dict], ...]
     tables: dict = field(default_factory=dict, compare=False)
     files: dict = field(default_factory=dict, compare=False)
+    key: dict = field(default_factory=dict, compare=False)  # tool_docs: the report question's answer key
 
     def database_path(self, directory: str | Path) -> Path:
         """Write the task's database into `directory` (once; the name carries a digest of the
@@ -335,7 +337,7 @@ class ToolDomain:
 
         level = _check_difficulty(difficulty, self.levels)
         t = self.maker(seed, level)
-        entry = {"question": t.question, "answer": t.answer, "tools": list(t.tools),
+        entry = {**t.key, "question": t.question, "answer": t.answer, "tools": list(t.tools),
                  "reference_calls": [[n, a] for n, a in t.reference_calls]}
         return Task(self.name, t.seed, t.question, t.answer, level, entry)
 
@@ -425,15 +427,13 @@ class ToolDomain:
             ok = written is not None and _same(written, task.answer)
             return _reward(written is not None, ok, {"extracted": written}, results)
         if self.name == "tool_docs":
-            from backend.domains import extract_answer
-            from backend.financial_docs import make_report_task, score_report_answer
+            from backend.domains import extract_answer, get_domain
 
             extracted = extract_answer(final_text) if isinstance(final_text, str) else None
-            ok, detail = False, {}
-            if extracted is not None:
-                ok, detail = score_report_answer(make_report_task(task.seed, task.difficulty), extracted)
-                detail = {k: v for k, v in detail.items() if k in ("parsed", "expected", "abs_error", "reason")}
-            return _reward(extracted is not None, bool(ok), {"extracted": extracted, **detail}, results)
+            # the answer key is in the task entry: no report is regenerated per sample
+            ok, detail = get_domain("financial_report")._correct(task, extracted) if extracted is not None \
+                else (False, {})
+            return _reward(extracted is not None, ok, {"extracted": extracted, **detail}, results)
         return score_tool_episode(self.tool_task(task), final_text, results)
 
     def reference_turns(self, task) -> list[str]:
@@ -460,9 +460,7 @@ class ToolDomain:
         (domains without a sandbox; tool_files is played in a `ToolEnv`). Never raises on
         the text."""
         if self.needs_sandbox:
-            from backend.errors import ConfigError as _CE
-
-            raise _CE(f"{self.name} runs in a sandbox; play it with a ToolEnv (or `rlwb domains try`)")
+            raise ConfigError(f"{self.name} runs in a sandbox; play it with a ToolEnv (or `rlwb domains try`)")
         runner = self.tool_runner(task, None)
         try:
             results = runner.run_turn(completion) if isinstance(completion, str) else []
@@ -535,8 +533,10 @@ def make_docs_task(seed: int, level: int = 1) -> ToolTask:
     seed, level = _check(seed, level, (1, 2))
     r = make_report_task(seed, level)
     question = (f"{r.question} The annual report is not shown to you: search it with the search_document tool.")
+    key = {"answer_kind": r.answer_kind, "unit": r.unit, "tolerance": r.tolerance, "question_type": r.question_type,
+           "evidence": list(r.evidence), "pages": r.pages, "title": r.title}
     return ToolTask("tool_docs", seed, level, question, r.answer, ("search_document", "calculator"),
-                    (("search_document", {"query": r.question, "top_k": 3}),))
+                    (("search_document", {"query": r.question, "top_k": 3}),), key=key)
 
 
 def tool_domains() -> dict[str, ToolDomain]:

@@ -457,28 +457,21 @@ def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 1
     env = domain.make_env(sandbox, max_turns=max_turns)
     try:
         env.reset(options={"task": task})
-        reward, info, records = 0.0, {}, []
-        for i, turn in enumerate(turns):
+        records = []
+        for turn in turns:
             _, reward, term, trunc, info = env.step(turn)
             records.append(info["turn"])
             if term or trunc:
-                break
-        else:
-            reward, info = _finish(env, turns[-1] if turns else "")
-        breakdown = info.get("breakdown") or {"correct": reward, "check": info.get("check")}
-        return reward, breakdown, records
+                return reward, info.get("breakdown") or {"correct": reward, "check": info.get("check")}, records
+        # the scripted turns ran out before the episode ended
+        if hasattr(env, "finish"):
+            reward, breakdown = env.finish(turns[-1] if turns else "")
+            return reward, breakdown, records
+        reward, check = env.check()
+        return reward, {"correct": reward, "check": check}, records
     finally:
         if hasattr(env, "close"):
             env.close()
-
-
-def _finish(env, last: str) -> tuple[float, dict]:
-    """Score an episode whose scripted turns ran out before it ended."""
-    if hasattr(env, "finish"):
-        reward, breakdown = env.finish(last)
-        return reward, {"breakdown": breakdown}
-    reward, check = env.check()
-    return reward, {"check": check}
 
 
 if __name__ == "__main__":  # child of cross_process_digests: print digests as one JSON line
