@@ -50,8 +50,9 @@ class RunConfig(BaseModel):
                                                     "{name, version, domains: {domain: {weight, levels: [lo, hi]}}}.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds task sampling, the rollout engine and the learner.")
 
-    algorithm: Literal["grpo", "dr_grpo"] = Field(
-        "grpo", description="grpo: advantages normalised by the group std; dr_grpo: mean-centred only."
+    algorithm: Literal["grpo", "dr_grpo", "rloo"] = Field(
+        "grpo", description="grpo: advantages normalised by the group std; dr_grpo: mean-centred only; rloo: "
+                            "reward minus the mean of the group's other samples (leave-one-out baseline)."
     )
     steps: int = Field(20, ge=1, le=100_000, description="Training steps (one rollout + one optimizer step each).")
     prompts_per_step: int = Field(4, ge=1, description="Tasks sampled per step.")
@@ -266,6 +267,52 @@ def _field_path(loc: tuple) -> str:
     return ".".join(str(p) for p in loc) or "config"
 
 
+def config_errors(data: Any) -> dict[str, str]:
+    """Every problem of a run config, by field: the checks `parse_config` makes, all at once.
+
+    For forms that show each message beside its field. Keys are field paths (``model``,
+    ``learning_rate``, ``domains.basic_arithmetic`` ...; ``config`` for problems of the
+    whole config), in pydantic's order; an empty dict means `parse_config` accepts `data`.
+    """
+    if not isinstance(data, dict):
+        return {"config": f"expected a mapping of fields (name: value), got {type(data).__name__}"}
+    errors: dict[str, str] = {}
+    cfg = None
+    try:
+        cfg = RunConfig(**data)
+    except ValidationError as e:
+        for err in e.errors():
+            field = _field_path(err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown field; valid fields are: {', '.join(RunConfig.model_fields)}"
+            errors.setdefault(field, msg)
+    model = data.get("model", RunConfig.model_fields["model"].default)
+    if "model" not in errors and isinstance(model, str):
+        problem = _model_problem(model)
+        if problem:
+            errors["model"] = problem
+    return {} if cfg is not None and not errors else errors
+
+
+def _model_problem(model: str) -> str | None:
+    """Why `model` can't be trained (not fetched, no readable HF config), or None."""
+    from backend.models import resolve_model
+
+    try:
+        path = resolve_model(model)
+    except ModelNotFound as e:
+        return str(e)
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable config means the same fix
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"{path}/config.json can't be read ({first}); point model at a complete HF checkpoint directory"
+    return None
+
+
 def parse_config(data: Any, source: str = "config") -> RunConfig:
     """Validate a mapping into a `RunConfig` and check that its model resolves.
 
@@ -276,32 +323,13 @@ def parse_config(data: Any, source: str = "config") -> RunConfig:
     Raises:
         ConfigError: naming the first invalid field and how to fix it.
     """
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of fields (name: value), got {type(data).__name__}")
-    try:
-        cfg = RunConfig(**data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = _field_path(err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown field; valid fields are: {', '.join(RunConfig.model_fields)}"
-        raise ConfigError(f"{source}: field '{field}': {msg}") from None
-    from backend.models import resolve_model
-
-    try:
-        path = resolve_model(cfg.model)
-    except ModelNotFound as e:
-        raise ConfigError(f"{source}: field 'model': {e}") from None
-    from transformers import AutoConfig
-
-    try:
-        AutoConfig.from_pretrained(path)
-    except Exception as e:  # noqa: BLE001 - any unreadable config means the same fix
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ConfigError(f"{source}: field 'model': {path}/config.json can't be read ({first}); "
-                          "point model at a complete HF checkpoint directory") from None
-    return cfg
+    errors = config_errors(data)
+    if errors:
+        field, msg = next(iter(errors.items()))
+        if field == "config" and not isinstance(data, dict):
+            raise ConfigError(f"{source}: {msg}")
+        raise ConfigError(f"{source}: field '{field}': {msg}")
+    return RunConfig(**data)
 
 
 def load_config(path: str | Path) -> RunConfig:

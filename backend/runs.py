@@ -1,23 +1,45 @@
-"""Run manager: start a run in this process and keep its status in the store honest.
+"""Run manager: start runs in this process or in the background, stop and resume them, and
+keep their status in the store honest.
 
 `run_foreground` creates the run row only after the config has been validated, marks it
-`running` with this process's pid, and whatever happens leaves it in a final state:
-`completed`, `stopped` (Ctrl-C or SIGTERM; everything written so far is kept) or `failed`
-(with the error and traceback shown on the Runs page).
+`running` with this process's pid, beats a heartbeat every `HEARTBEAT_S` seconds while it
+lives, and whatever happens leaves it in a final state: `completed`, `stopped` (Ctrl-C or
+SIGTERM; everything written so far is kept) or `failed` (error and traceback on the Runs
+page).
 
-Not covered yet: background runs launched from the page, heartbeat-lapse detection and
-resume (later issues).
+`launch` starts a run as a background process (``python -m backend.runs work RUN_ID``, its
+own session, output in the run directory's ``run.log``) that survives the page closing or
+reloading; `stop` sends it SIGTERM; `resume` starts a stopped or failed run again from its
+last checkpoint (see `trainer.loop.ResumePoint`) after removing what later steps wrote.
+`refresh_liveness` marks runs whose process is gone as failed, with the last completed
+step.
+
+Not covered: runs on other hosts (pids are checked on this machine; the store is one
+SQLite file per host), restarting a run that has no checkpoint (clone its config instead).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
+import subprocess
+import sys
+import threading
 import traceback as tb
 from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import platformdirs
 
 from backend.config import RunConfig
+from backend.errors import WorkbenchError
 from backend.store import Store
+
+HEARTBEAT_S = 10.0  # a live run stamps heartbeat_at this often (seconds)
+LAPSE_S = 120.0  # a pending run with no process after this long is failed (seconds)
+LOG_NAME = "run.log"
 
 
 class RunStopped(KeyboardInterrupt):
@@ -28,16 +50,54 @@ def _raise_stopped(signum, frame):  # pragma: no cover - exercised through a sub
     raise RunStopped(f"received signal {signum}")
 
 
+def run_dir(output_dir: str | None, run_id: str) -> Path:
+    """A run's directory (checkpoints, ``run.log``): `output_dir` or the user data dir, per run."""
+    base = Path(output_dir) if output_dir else Path(platformdirs.user_data_dir("rlwb")) / "runs"
+    return base / run_id
+
+
+def log_path(store: Store, run_id: str) -> Path:
+    """Where a background run's stdout and stderr go (``<run dir>/run.log``)."""
+    return run_dir(store.get_run(run_id)["config"].get("output_dir"), run_id) / LOG_NAME
+
+
+class _Heartbeat:
+    """Stamps the run's heartbeat every `HEARTBEAT_S` seconds from a daemon thread."""
+
+    def __init__(self, store: Store, run_id: str):
+        self._store, self._run_id = store, run_id
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{run_id}", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._done.wait(HEARTBEAT_S):
+            try:
+                self._store.heartbeat(self._run_id)
+            except Exception:  # noqa: BLE001 - a busy store must not kill the run; the next beat retries
+                pass
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join(timeout=HEARTBEAT_S)
+
+
 def run_foreground(cfg: RunConfig, store: Store,
                    on_step: Callable[[int, dict[str, float]], None] | None = None,
-                   on_start: Callable[[str], None] | None = None) -> str:
+                   on_start: Callable[[str], None] | None = None,
+                   run_id: str | None = None, resume=None) -> str:
     """Run a post-training job in this process.
 
     Args:
         cfg: a validated config (see `backend.config.load_config`).
         store: where the run, its metrics and trajectories go.
         on_step: progress callback (step, metrics).
-        on_start: called with the new run id once the run row exists.
+        on_start: called with the run id once the run row exists.
+        run_id: an existing run row to run (a launched or resumed run); None creates one.
+        resume: a `trainer.loop.ResumePoint` to continue from (with `run_id`).
 
     Returns:
         The run id.
@@ -48,15 +108,17 @@ def run_foreground(cfg: RunConfig, store: Store,
     """
     from trainer.loop import check_model_fits, train
 
-    check_model_fits(cfg)  # a model too small for the prompts fails before the run row exists
-    run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
+    if run_id is None:
+        check_model_fits(cfg)  # a model too small for the prompts fails before the run row exists
+        run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
     if on_start:
         on_start(run_id)
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
         store.update_run(run_id, pid=os.getpid())
         store.set_status(run_id, "running")
-        train(cfg, store, run_id, on_step=on_step)
+        with _Heartbeat(store, run_id):
+            train(cfg, store, run_id, on_step=on_step, resume=resume)
     except KeyboardInterrupt as e:
         reason = str(e) if isinstance(e, RunStopped) else "interrupted by the user (Ctrl-C)"
         store.set_status(run_id, "stopped", error=f"stopped: {reason}")
@@ -69,3 +131,177 @@ def run_foreground(cfg: RunConfig, store: Store,
     finally:
         signal.signal(signal.SIGTERM, previous)
     return run_id
+
+
+# ---- background runs ------------------------------------------------------------------
+
+
+def _spawn(store: Store, run_id: str, resume: bool) -> int:
+    """Start the worker process of a run; returns its pid (stored on the run row)."""
+    log = log_path(store, run_id)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "backend.runs", "work", run_id] + (["--resume"] if resume else [])
+    env = {**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"}
+    with open(log, "ab") as out:
+        out.write(f"--- {datetime.now(timezone.utc).isoformat(timespec='seconds')} "
+                  f"{'resume' if resume else 'launch'} {run_id}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)  # its own session: the page's Ctrl-C spares it
+    store.update_run(run_id, pid=proc.pid)
+    # reap it when it ends, or it lingers as a zombie of this (long-lived page) process
+    threading.Thread(target=proc.wait, name=f"reap-{run_id}", daemon=True).start()
+    return proc.pid
+
+
+def launch(cfg: RunConfig, store: Store) -> str:
+    """Start a run as a background process and return its id at once (status `pending`).
+
+    The process runs `run_foreground` on the new run row; it outlives the caller (the page
+    closing or reloading). Its output goes to `log_path`.
+
+    Raises:
+        ConfigError: a model too small for the prompts (checked before the run row exists).
+    """
+    from trainer.loop import check_model_fits
+
+    check_model_fits(cfg)
+    run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
+    _spawn(store, run_id, resume=False)
+    return run_id
+
+
+def process_alive(pid: int | None) -> bool:
+    """True if a process with this pid runs on this machine and is not a zombie."""
+    import psutil
+
+    if not pid:
+        return False
+    try:
+        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def stop(store: Store, run_id: str) -> str:
+    """Stop a pending or running run: SIGTERM to its process, which marks it `stopped`
+    (keeping every completed step). A run whose process is already gone is marked stopped here.
+
+    Returns:
+        "signalled" or "marked" (no live process).
+
+    Raises:
+        RunNotFound: no such run.
+        WorkbenchError: the run is not pending or running.
+    """
+    run = store.get_run(run_id)
+    if run["status"] not in ("pending", "running"):
+        raise WorkbenchError(f"run {run_id} is {run['status']}; only a pending or running run can be stopped")
+    if process_alive(run["pid"]):
+        os.kill(int(run["pid"]), signal.SIGTERM)
+        return "signalled"
+    store.set_status(run_id, "stopped", error="stopped: its process had already ended")
+    return "marked"
+
+
+def resume(store: Store, run_id: str, background: bool = True):
+    """Resume a stopped or failed run from its last checkpoint.
+
+    Rows the run wrote after that checkpoint (trajectories, metrics, sandbox executions,
+    later checkpoints) are removed first, so no step is recorded twice.
+
+    Args:
+        background: start a worker process (as `launch` does); False returns the
+            `trainer.loop.ResumePoint` for the caller to run with `run_foreground`.
+
+    Returns:
+        The `ResumePoint` the run continues from.
+
+    Raises:
+        RunNotFound: no such run.
+        WorkbenchError: the run is pending, running or completed, or has no checkpoint
+            with trainer state (the message says to clone its config instead).
+    """
+    from trainer.loop import ResumePoint
+
+    run = store.get_run(run_id)
+    if run["status"] in ("pending", "running") and process_alive(run["pid"]):
+        raise WorkbenchError(f"run {run_id} is {run['status']}; stop it before resuming")
+    if run["status"] == "completed":
+        raise WorkbenchError(f"run {run_id} is completed; clone its config to train further")
+    ckpts = store.checkpoints(run_id)
+    if not ckpts:
+        raise WorkbenchError(f"run {run_id} has no checkpoint to resume from (it stopped before its first one; "
+                             "set checkpoint_every to save more often); clone its config to start it again")
+    point = ResumePoint.load(ckpts[-1]["path"])
+    store.truncate_after(run_id, point.step)
+    store.update_run(run_id, status="pending", step=point.step, error=None, traceback=None, finished_at=None)
+    if background:
+        _spawn(store, run_id, resume=True)
+    return point
+
+
+def refresh_liveness(store: Store) -> list[str]:
+    """Mark failed every pending or running run whose process is gone (killed, crashed,
+    machine restarted); the error names the last completed step and how to resume.
+
+    Returns:
+        The ids of the runs marked failed.
+    """
+    failed = []
+    now = datetime.now(timezone.utc)
+    for run in store.list_runs(limit=1000):
+        if run["status"] not in ("pending", "running") or process_alive(run["pid"]):
+            continue
+        if not run["pid"]:  # a launch in progress sets the pid at once; give it LAPSE_S
+            created = datetime.fromisoformat(run["created_at"])
+            if (now - created).total_seconds() < LAPSE_S:
+                continue
+        step = run["step"] or 0
+        store.set_status(run["id"], "failed", error=(
+            f"the training process (pid {run['pid'] or 'none'}) ended without finishing the run; last completed "
+            f"step {step} of {run['total_steps']}. Resume it from its last checkpoint (Resume on the Runs page "
+            f"or `rlwb runs resume {run['id']}`)."))
+        failed.append(run["id"])
+    return failed
+
+
+# ---- the worker process ---------------------------------------------------------------
+
+
+def _work(run_id: str, resume_run: bool) -> int:
+    """Body of a background run's process: run (or resume) `run_id` from the store."""
+    store = Store()
+    run = store.get_run(run_id)
+    cfg = RunConfig(**run["config"])
+    point = None
+    if resume_run:
+        from trainer.loop import ResumePoint
+
+        point = ResumePoint.load(store.checkpoints(run_id)[-1]["path"])
+        print(f"resuming {run_id} after step {point.step} from {point.path}", flush=True)
+    try:
+        run_foreground(cfg, store, run_id=run_id, resume=point)
+    except KeyboardInterrupt:
+        print(f"run {run_id} stopped", flush=True)
+        return 130
+    except BaseException:  # noqa: BLE001 - recorded on the run row by run_foreground
+        tb.print_exc()
+        return 1
+    print(f"run {run_id} completed", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m backend.runs work RUN_ID [--resume]`` (started by `launch` and `resume`)."""
+    p = argparse.ArgumentParser(prog="python -m backend.runs")
+    sub = p.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("work", help="run a launched run's training in this process")
+    w.add_argument("run_id")
+    w.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    args = p.parse_args(argv)
+    return _work(args.run_id, args.resume)
+
+
+if __name__ == "__main__":  # pragma: no cover - the worker process
+    sys.exit(main())

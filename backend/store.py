@@ -22,6 +22,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -137,9 +138,55 @@ def _migrate_5(db: sqlite_utils.Database) -> None:
                                 pk="id", not_null={"model", "result", "created_at"})
 
 
+def _turns_text_sql(column: str) -> str:
+    """SQL for the searchable text of a turns JSON column: its string values, space-joined
+    (model text, commands, stdout/stderr, tool names, arguments, observations). Text that
+    isn't JSON is taken as is; numbers, booleans and keys are left out."""
+    return (f"CASE WHEN json_valid({column}) THEN (SELECT group_concat(value, ' ') FROM json_tree({column}) "
+            f"WHERE type = 'text') ELSE {column} END")
+
+
+def _fts_row_sql(ref: str) -> str:
+    """The (rowid, prompt, completion, turns_text) values the search index holds for the
+    trajectory row `ref` ("new" or "old" in a trigger)."""
+    return f"{ref}.id, {ref}.prompt, {ref}.completion, {_turns_text_sql(ref + '.turns')}"
+
+
+def _migrate_6(db: sqlite_utils.Database) -> None:
+    """Version 6: full-text search over trajectories; an index for the filtered trajectory list.
+
+    ``trajectories_fts`` is an FTS5 index with external content (the trajectories table),
+    kept in sync by triggers. Its ``turns_text`` column is not a column of the content table
+    but the string values of the turns JSON, computed by the triggers (`_turns_text_sql`):
+    indexing the raw JSON would glue escapes to words (``ls\\nfoo`` -> "nfoo"). So never run
+    FTS5's 'rebuild' on it (it fails: no such column); delete-all and refill as below instead.
+    (sqlite-utils' ``enable_fts`` indexes raw columns only, hence plain SQL; a view as the
+    content table can't be used either: FTS5 can't read json_tree through one.)
+    """
+    db.execute("CREATE VIRTUAL TABLE trajectories_fts USING fts5(prompt, completion, turns_text, "
+               "content='trajectories', content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
+    cols = "rowid, prompt, completion, turns_text"
+    db.execute(f"INSERT INTO trajectories_fts ({cols}) SELECT {_fts_row_sql('trajectories')} FROM trajectories")
+    remove = (f"INSERT INTO trajectories_fts (trajectories_fts, {cols}) "
+              f"VALUES ('delete', {_fts_row_sql('old')});")
+    add = f"INSERT INTO trajectories_fts ({cols}) VALUES ({_fts_row_sql('new')});"
+    db.execute(f"CREATE TRIGGER trajectories_fts_ai AFTER INSERT ON trajectories BEGIN {add} END")
+    db.execute(f"CREATE TRIGGER trajectories_fts_ad AFTER DELETE ON trajectories BEGIN {remove} END")
+    db.execute("CREATE TRIGGER trajectories_fts_au AFTER UPDATE OF id, prompt, completion, turns ON trajectories "
+               f"BEGIN {remove} {add} END")
+    # The list reads rows of one run in (step, group, sample, id) order and filters on
+    # domain, reward and finish reason: with those in the index, rows that don't match are
+    # skipped without reading the (large) table row. It replaces the version-1 index on
+    # (run_id, step, group_idx, sample_idx), a prefix of it.
+    db.execute("DROP INDEX IF EXISTS idx_trajectories_run_id_step_group_idx_sample_idx")
+    db["trajectories"].create_index(["run_id", "step", "group_idx", "sample_idx", "id", "domain", "reward",
+                                     "finish_reason"], index_name="idx_trajectories_list")
+    db["trajectories"].create_index(["run_id", "finish_reason"])
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
-    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5}
+    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6}
 
 
 def _locked(method):
@@ -165,6 +212,68 @@ def _decode_turns(row: dict) -> dict:
     return row
 
 
+def _decode_all(row: dict) -> dict:
+    """A trajectory row with its breakdown, retrieval record and turns decoded."""
+    return _decode_turns(_decode(_decode(row, "breakdown"), "retrieval"))
+
+
+#: Order of the trajectory list (the columns of the list index, see `_migrate_6`).
+_LIST_ORDER = "step, group_idx, sample_idx, id"
+
+#: Characters of the completion a `Store.trajectory_summaries` row carries.
+SUMMARY_CHARS = 400
+
+_FTS_PIECE = re.compile(r'"([^"]*)"|(\S+)')
+
+
+def fts_query(text: str | None) -> str | None:
+    """The user's search text as a safe FTS5 query, or None if it has no letters or digits.
+
+    Every piece is quoted, so FTS5 syntax in the text (``AND``, ``NEAR``, ``(``, ``:``,
+    ``*``, ``^``, stray quotes) is searched for as plain words and can't be a syntax error.
+    Pieces: a word (all words must occur), a "quoted phrase" (words in that order), a
+    word ending in ``*`` (prefix: ``err*`` finds "error"). Case and accents are ignored.
+    """
+    text = (text or "").replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")  # NULs, lone surrogates
+    parts = []
+    for m in _FTS_PIECE.finditer(text):
+        piece = m.group(1) if m.group(1) is not None else m.group(2)
+        prefix = m.group(2) is not None and piece.endswith("*")
+        piece = piece.rstrip("*") if prefix else piece
+        if not any(ch.isalnum() for ch in piece):
+            continue
+        parts.append('"' + piece.replace('"', '""') + '"' + ("*" if prefix else ""))
+    return " ".join(parts) or None
+
+
+def _trajectory_filter(
+    run_id: str, step_min: int | None = None, step_max: int | None = None, domain: str | None = None,
+    reward_min: float | None = None, reward_max: float | None = None, finish_reason: str | None = None,
+    query: str | None = None,
+) -> tuple[str, list]:
+    """WHERE clause and parameters of the trajectory filters (see `Store.trajectories`).
+
+    Domain, reward and finish reason are written ``+column`` so SQLite keeps walking the
+    list index in list order (and checks them from the index) rather than seeking the
+    (run_id, domain) index and sorting every row of a domain.
+    """
+    where, params = ["run_id = ?"], [run_id]
+    for clause, value in (("step >= ?", step_min), ("step <= ?", step_max), ("+domain = ?", domain),
+                          ("+reward >= ?", reward_min), ("+reward <= ?", reward_max),
+                          ("+finish_reason = ?", finish_reason)):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    if query is not None and query.strip():
+        match = fts_query(query)
+        if match is None:
+            where.append("0")
+        else:
+            where.append("id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?)")
+            params.append(match)
+    return " AND ".join(where), params
+
+
 class Store:
     """Domain verbs over the workbench's SQLite database.
 
@@ -175,7 +284,7 @@ class Store:
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 5
+    SCHEMA_VERSION = 6
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -307,6 +416,16 @@ class Store:
         rows = self.db["runs"].rows_where(order_by="created_at DESC, rowid DESC", limit=limit)
         return [_decode(r, "config") for r in rows]
 
+    @_locked
+    def truncate_after(self, run_id: str, step: int) -> None:
+        """Delete what a run recorded after `step` (trajectories, metrics, sandbox executions,
+        checkpoints), in one transaction: a run resumed from step's checkpoint records
+        those steps again. Raises RunNotFound."""
+        self._require_run(run_id)
+        with self.db.atomic():
+            for table in ("trajectories", "metrics", "sandbox_executions", "checkpoints"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, int(step)])
+
     # ---- metrics ----------------------------------------------------------------------
 
     @contextlib.contextmanager  # used by every record_* verb
@@ -400,29 +519,75 @@ class Store:
     def trajectories(
         self, run_id: str, *, step_min: int | None = None, step_max: int | None = None,
         domain: str | None = None, reward_min: float | None = None,
-        reward_max: float | None = None, limit: int = 500, offset: int = 0,
+        reward_max: float | None = None, finish_reason: str | None = None,
+        query: str | None = None, limit: int = 500, offset: int = 0,
     ) -> list[dict]:
-        """Up to `limit` trajectories from `offset` matching the filters (bounds inclusive),
-        ordered by step, group_idx, sample_idx; breakdown and retrieval record decoded."""
-        where, params = ["run_id = ?"], [run_id]
-        for clause, value in (("step >= ?", step_min), ("step <= ?", step_max),
-                              ("domain = ?", domain), ("reward >= ?", reward_min),
-                              ("reward <= ?", reward_max)):
-            if value is not None:
-                where.append(clause)
-                params.append(value)
-        order = "step, group_idx, sample_idx, id"
-        rows = self.db["trajectories"].rows_where(" AND ".join(where), params, order_by=order,
-                                                  limit=limit, offset=offset)
-        return [_decode_turns(_decode(_decode(r, "breakdown"), "retrieval")) for r in rows]
+        """Up to `limit` trajectories from `offset` matching the filters, ordered by step,
+        group_idx, sample_idx; breakdown, retrieval record and turns decoded.
+
+        Args:
+            step_min, step_max, reward_min, reward_max: inclusive bounds.
+            domain, finish_reason: exact values ("stop", "length", ...).
+            query: full-text search over prompt, completion and the turns' text (see
+                `fts_query`: words must all occur, "quoted phrase", prefix*); any text is
+                safe. None or blank: no search; text without letters or digits matches nothing.
+        """
+        where, params = _trajectory_filter(run_id, step_min, step_max, domain, reward_min, reward_max,
+                                           finish_reason, query)
+        rows = self.db.query(f"SELECT * FROM trajectories WHERE {where} ORDER BY {_LIST_ORDER} LIMIT ? OFFSET ?",
+                             [*params, limit, offset])
+        return [_decode_all(r) for r in rows]
+
+    @_locked
+    def trajectory_summaries(self, run_id: str, *, limit: int = 500, offset: int = 0, **filters) -> list[dict]:
+        """Like `trajectories` (same filters, same order) but light rows for a table: id, step,
+        domain, group_idx, sample_idx, reward, advantage, completion_tokens, finish_reason and
+        the first `SUMMARY_CHARS` characters of the completion; nothing decoded."""
+        where, params = _trajectory_filter(run_id, **filters)
+        sql = (f"SELECT id, step, domain, group_idx, sample_idx, reward, advantage, completion_tokens, "
+               f"finish_reason, substr(completion, 1, {SUMMARY_CHARS}) AS completion FROM trajectories "
+               f"WHERE {where} ORDER BY {_LIST_ORDER} LIMIT ? OFFSET ?")
+        return list(self.db.query(sql, [*params, limit, offset]))
+
+    @_locked
+    def count_trajectories(self, run_id: str, *, cap: int = 100_000, **filters) -> int:
+        """How many trajectories match `filters` (as in `trajectories`), counting no further
+        than ``cap + 1``: a result above `cap` means "more than cap". Reads the list index
+        only (and the search index for `query`), so it stays cheap on big runs."""
+        where, params = _trajectory_filter(run_id, **filters)
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM trajectories WHERE {where} LIMIT ?)"
+        return self.db.execute(sql, [*params, cap + 1]).fetchone()[0]
+
+    def export_trajectories(self, run_id: str, *, limit: int | None = None, batch: int = 200,
+                            **filters) -> Iterator[dict]:
+        """Every trajectory matching `filters` (as in `trajectories`), in list order, decoded
+        like `trajectories`; at most `limit` (None: all). Reads `batch` rows at a time (keyset
+        paging on the list order), holding the store's lock only while reading a batch, so
+        an export of a big run neither loads it whole nor blocks other readers."""
+        where, params = _trajectory_filter(run_id, **filters)
+        after: list = []
+        left = limit
+        while left is None or left > 0:
+            size = batch if left is None else min(batch, left)
+            page = f" AND (step, group_idx, sample_idx, id) > (?, ?, ?, ?)" if after else ""
+            sql = f"SELECT * FROM trajectories WHERE {where}{page} ORDER BY {_LIST_ORDER} LIMIT ?"
+            with self._lock:
+                rows = list(self.db.query(sql, [*params, *after, size]))
+            for r in rows:
+                yield _decode_all(r)
+            if len(rows) < size:
+                return
+            last = rows[-1]
+            after = [last["step"], last["group_idx"], last["sample_idx"], last["id"]]
+            if left is not None:
+                left -= len(rows)
 
     @_locked
     def trajectory(self, traj_id: int) -> dict:
         """One trajectory by id, breakdown and retrieval record decoded; raises
         TrajectoryNotFound if missing."""
         try:
-            row = dict(self.db["trajectories"].get(int(traj_id)))
-            return _decode_turns(_decode(_decode(row, "breakdown"), "retrieval"))
+            return _decode_all(dict(self.db["trajectories"].get(int(traj_id))))
         except sqlite_utils.db.NotFoundError:
             raise TrajectoryNotFound(f"trajectory {traj_id} not found") from None
 
@@ -437,8 +602,20 @@ class Store:
     @_locked
     def trajectory_domains(self, run_id: str) -> list[str]:
         """Sorted distinct domains that have trajectories in this run."""
-        sql = "SELECT DISTINCT domain FROM trajectories WHERE run_id = ? ORDER BY domain"
-        return [r["domain"] for r in self.db.query(sql, [run_id])]
+        return self._distinct(run_id, "domain")
+
+    @_locked
+    def finish_reasons(self, run_id: str) -> list[str]:
+        """Sorted distinct finish reasons ("length", "stop", ...) of this run's trajectories."""
+        return self._distinct(run_id, "finish_reason")
+
+    def _distinct(self, run_id: str, column: str) -> list[str]:
+        """Sorted distinct non-NULL values of an indexed (run_id, `column`) pair: one index
+        seek per value (a skip scan) instead of reading every row of the run."""
+        sql = (f"WITH RECURSIVE v(x) AS (SELECT min({column}) FROM trajectories WHERE run_id = :r "
+               f"UNION ALL SELECT (SELECT min({column}) FROM trajectories WHERE run_id = :r AND {column} > v.x) "
+               f"FROM v WHERE v.x IS NOT NULL) SELECT x FROM v WHERE x IS NOT NULL")
+        return [r[0] for r in self.db.execute(sql, {"r": run_id}).fetchall()]
 
     @_locked
     def trajectory_step_range(self, run_id: str) -> tuple[int, int] | None:

@@ -113,6 +113,23 @@ class Curriculum:
                 moves[d] = move
         return moves
 
+    def snapshot(self) -> dict:
+        """The mutable state as JSON-able data (levels, windows, rates), for checkpoints."""
+        return {"levels": dict(self._levels), "windows": {d: list(w) for d, w in self._windows.items()},
+                "rates": dict(self._rates)}
+
+    def restore(self, snap: dict) -> None:
+        """Take back a `snapshot`'s state; domains no longer in the curriculum are ignored."""
+        for d, lvl in snap.get("levels", {}).items():
+            if d in self._levels:
+                lo, hi = self.ranges[d]
+                self._levels[d] = min(max(int(lvl), lo), hi)
+        for d, outcomes in snap.get("windows", {}).items():
+            if d in self._windows:
+                self._windows[d].clear()
+                self._windows[d].extend(bool(x) for x in outcomes)
+        self._rates.update({d: float(r) for d, r in snap.get("rates", {}).items() if d in self._levels})
+
     def state(self) -> dict[str, float]:
         """Metrics of the current state: ``curriculum/level/<domain>`` for every domain and
         ``curriculum/pass_rate/<domain>`` (fraction in [0, 1], over the window as it was at

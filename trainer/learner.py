@@ -13,6 +13,7 @@ gathering for sync.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -111,14 +112,20 @@ class DeepSpeedLearner:
     """GRPO learner on a DeepSpeed ZeRO engine.
 
     Args:
-        model_path: local HF checkpoint directory (the policy's initial weights).
+        model_path: local HF checkpoint directory: the policy's initial weights and the
+            frozen KL reference.
         cfg: the run config (learning rate, schedule, clip, KL, ZeRO stage, dtype, batch sizes).
+        init_from: a checkpoint of this run to take the policy's weights from instead (a
+            resumed run); the reference stays `model_path`.
+        steps_done: optimizer steps already taken (a resumed run): the learning-rate
+            schedule continues from there. AdamW's moments start from zero again.
 
     Raises:
         ConfigError: for a ZeRO stage the weight sync can't serve (3).
     """
 
-    def __init__(self, model_path: str | Path, cfg: RunConfig):
+    def __init__(self, model_path: str | Path, cfg: RunConfig, init_from: str | Path | None = None,
+                 steps_done: int = 0):
         if cfg.zero_stage > 2:
             raise ConfigError("zero_stage 3 is not supported by in-place weight sync yet; set zero_stage: 2")
         import deepspeed
@@ -133,7 +140,7 @@ class DeepSpeedLearner:
         groups._release_process_group_references(None)
         torch.manual_seed(cfg.seed)
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(init_from or model_path, dtype=torch.float32)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         self.ref_model = None
@@ -160,7 +167,13 @@ class DeepSpeedLearner:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config
         )
         self.device = self.engine.device
-        self.steps_done = 0
+        self.steps_done = int(steps_done)
+        if steps_done:  # LambdaLR keeps its position in last_epoch; the optimizer's lr follows it
+            self.scheduler.last_epoch = self.steps_done
+            for group, base, fn in zip(self.scheduler.optimizer.param_groups, self.scheduler.base_lrs,
+                                       self.scheduler.lr_lambdas):
+                group["lr"] = base * fn(self.steps_done)
+            self.scheduler._last_lr = [g["lr"] for g in self.scheduler.optimizer.param_groups]
 
     @property
     def module(self) -> torch.nn.Module:
@@ -252,9 +265,13 @@ class DeepSpeedLearner:
                                first_scored=_first_completion_column(batch.completion_mask))
         return lp.cpu() * batch.completion_mask
 
-    def save_checkpoint(self, path: str | Path, tokenizer=None) -> Path:
+    def save_checkpoint(self, path: str | Path, tokenizer=None, extra: dict[str, dict] | None = None) -> Path:
         """Write an HF checkpoint (safetensors, config, tokenizer) atomically: into a temporary
         sibling directory first, then renamed into place.
+
+        Args:
+            extra: file name -> JSON-able dict written beside the weights (e.g. the trainer
+                state a resumed run starts from), inside the same atomic rename.
 
         Returns:
             The checkpoint directory.
@@ -266,6 +283,8 @@ class DeepSpeedLearner:
         self.module.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
+        for name, data in (extra or {}).items():
+            (tmp / name).write_text(json.dumps(data), encoding="utf-8")
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)

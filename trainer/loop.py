@@ -18,11 +18,17 @@ resamples their tasks (DAPO's dynamic sampling, Yu et al., 2025, arXiv:2503.1447
 Sandboxed domains (humaneval, terminal_*) are scored through a `trainer.episodes.SandboxRuntime`
 opened for the run when its mix needs one.
 
+A run resumes from one of its checkpoints (`ResumePoint`): the policy's weights, the
+task sampler's RNG state and the curriculum's state are in the checkpoint, so the resumed
+run samples the same tasks at the same levels as an uninterrupted one; AdamW's moments and
+the rollout engine's sampling RNG start afresh (completions may differ).
+
 Not covered: asynchronous (off-policy) overlap.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections import defaultdict
@@ -30,13 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
 import torch
 
 from backend.config import RunConfig
 from backend.domains import Task, build_messages, get_domain, train_seed
 from backend.errors import ConfigError, GenerationTimeout
-from trainer.algorithms.grpo import group_advantages
+from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
 from trainer.types import LearnerBatch, Sample
@@ -218,7 +223,7 @@ def zero_variance(group: list[Sample]) -> bool:
 
 
 def assign_advantages(samples: list[Sample], group_size: int, algorithm: str) -> int:
-    """Fill `Sample.advantage` group by group (GRPO or Dr. GRPO).
+    """Fill `Sample.advantage` group by group (GRPO, Dr. GRPO or RLOO).
 
     Samples with a harness fault get advantage 0 and take no part in their group's
     statistics (they are not the model's failure).
@@ -235,7 +240,10 @@ def assign_advantages(samples: list[Sample], group_size: int, algorithm: str) ->
             zero_var += 1
             continue
         rewards = torch.tensor([[s.reward for s in scored]], dtype=torch.float32)
-        adv = group_advantages(rewards, normalize_std=(algorithm == "grpo"))
+        if algorithm == "rloo":
+            adv = leave_one_out_advantages(rewards)
+        else:
+            adv = group_advantages(rewards, normalize_std=(algorithm == "grpo"))
         for s, a in zip(scored, adv.flatten().tolist()):
             s.advantage = a
     return zero_var
@@ -291,10 +299,54 @@ def tool_metrics(samples: list[Sample], key: str) -> dict[str, float]:
     return out
 
 
+TRAINER_STATE = "trainer_state.json"  # inside each checkpoint: what a resumed run needs
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run starts: the checkpoint written after `step`.
+
+    Attributes:
+        step: the last completed step (the run continues with step + 1).
+        path: the checkpoint directory (HF weights of the policy).
+        rng_state: the task sampler's `random.Random.getstate()` after `step`.
+        curriculum: `Curriculum.snapshot()` after `step`, or None without a curriculum.
+    """
+
+    step: int
+    path: Path
+    rng_state: tuple
+    curriculum: dict | None = None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ResumePoint":
+        """Read a checkpoint's trainer state.
+
+        Raises:
+            ConfigError: the directory is missing or holds no trainer state (written by an
+                older rlwb); the message says what to do instead.
+        """
+        path = Path(path)
+        state_file = path / TRAINER_STATE
+        if not state_file.is_file():
+            raise ConfigError(f"checkpoint {path} has no {TRAINER_STATE} (missing, or written before runs could "
+                              "resume); start a new run from it instead: set `model:` to this directory")
+        data = json.loads(state_file.read_text(encoding="utf-8"))
+        version, internal, gauss = data["rng_state"]
+        return cls(int(data["step"]), path, (version, tuple(internal), gauss), data.get("curriculum"))
+
+
+def _trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None) -> dict:
+    version, internal, gauss = rng.getstate()
+    return {"step": step, "rng_state": [version, list(internal), gauss],
+            "curriculum": curriculum.snapshot() if curriculum is not None else None}
+
+
 def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
-    """Where a run's checkpoints go: cfg.output_dir or the user data dir, per run."""
-    base = Path(cfg.output_dir) if cfg.output_dir else Path(platformdirs.user_data_dir("rlwb")) / "runs"
-    return base / run_id / "checkpoints"
+    """Where a run's checkpoints go: ``checkpoints`` in its `backend.runs.run_dir`."""
+    from backend.runs import run_dir
+
+    return run_dir(cfg.output_dir, run_id) / "checkpoints"
 
 
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,
@@ -311,7 +363,8 @@ def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase:
     return results
 
 
-def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = None) -> None:
+def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = None,
+          resume: ResumePoint | None = None) -> None:
     """Run a whole post-training job in this process.
 
     Args:
@@ -319,6 +372,8 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
         store: a `backend.store.Store`; receives metrics, trajectories, evaluations, checkpoints.
         run_id: the run's id in the store (its status is managed by the caller).
         on_step: called after each step with (step, metrics), e.g. to drive a progress bar.
+        resume: continue after this checkpoint (no "before" evaluation; steps from
+            ``resume.step + 1``). The caller removes rows of later steps first.
 
     Raises:
         ModelNotFound, EngineError: when the model or engines can't start.
@@ -334,6 +389,12 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     rng = random.Random(cfg.seed)
     curriculum = Curriculum.from_config(cfg) if cfg.curriculum else None
+    first = 1
+    if resume is not None:
+        rng.setstate(resume.rng_state)
+        if curriculum is not None and resume.curriculum:
+            curriculum.restore(resume.curriculum)
+        first = resume.step + 1
     engine_kw = {}
     # retrieval prompts are long: check the model's window before anything starts
     window = retrieval_window(cfg, model_path) if any(
@@ -349,20 +410,29 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
         engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **engine_kw)
         learner = None
         try:
-            learner = DeepSpeedLearner(model_path, cfg)
-            if cfg.eval_tasks_per_domain:
-                run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
+            if resume is None:
+                learner = DeepSpeedLearner(model_path, cfg)
+                if cfg.eval_tasks_per_domain:
+                    run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
+            else:  # the policy's weights from the checkpoint, into the engine in place
+                learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=resume.step)
+                engine.update_weights(learner.named_weights())
             ckpt_root = checkpoint_dir(cfg, run_id)
-            for step in range(1, cfg.steps + 1):
+
+            def save(step: int) -> Path:
+                path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer,
+                                               extra={TRAINER_STATE: _trainer_state(step, rng, curriculum)})
+                store.record_checkpoint(run_id, step, str(path))
+                return path
+
+            for step in range(first, cfg.steps + 1):
                 metrics = train_step(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, step, runtime,
                                      curriculum)
                 if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
-                    path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer)
-                    store.record_checkpoint(run_id, step, str(path))
+                    save(step)
                 if on_step:
                     on_step(step, metrics)
-            path = learner.save_checkpoint(ckpt_root / f"step-{cfg.steps}", tokenizer)
-            store.record_checkpoint(run_id, cfg.steps, str(path))
+            path = save(cfg.steps)
             if cfg.eval_tasks_per_domain:
                 run_evaluation(engine, tokenizer, cfg, store, run_id, "after", str(path), runtime)
         finally:

@@ -1,10 +1,15 @@
-"""Ctrl-C during a real run marks it `stopped` and keeps what was written."""
+"""The run manager: Ctrl-C and SIGTERM stop a run and keep what was written; background
+runs survive kill -9 (marked failed) and resume from their last checkpoint."""
 
+import os
 import signal
 import subprocess
 import sys
 import time
 
+import pytest
+
+from backend.runs import log_path
 from backend.store import Store
 
 
@@ -51,3 +56,99 @@ def test_ctrl_c_marks_run_stopped_and_keeps_data(tiny_model_dir, tmp_path):
         assert kept and run["step"] >= 1
         assert len(kept) >= run["step"] * 2 * 2  # every completed step's samples are kept
         assert not [r for r in store.list_runs() if r["status"] == "running"]
+
+
+def _wait(store: Store, run_id: str, done, what: str, timeout_s: float = 400.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = store.get_run(run_id)
+        if done(run):
+            return run
+        time.sleep(0.5)
+    log = log_path(store, run_id)
+    raise AssertionError(f"{what} did not happen in time; run {run}; log tail:\n"
+                         f"{log.read_text()[-3000:] if log.exists() else '(no log)'}")
+
+
+def test_background_run_survives_kill_9_and_resumes_with_the_same_task_stream(tiny_model_dir, tmp_path):
+    """launch -> kill -9 after its first checkpoint -> marked failed with the last step ->
+    resume from the checkpoint -> completed; every step recorded once, tasks as planned."""
+    import random
+
+    from backend.config import parse_config
+    from backend.runs import launch, refresh_liveness, resume
+    from trainer.loop import sample_tasks
+
+    cfg = parse_config({
+        "name": "bg", "model": str(tiny_model_dir), "steps": 4, "domains": ["chain_sum", "basic_arithmetic"],
+        "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 2, "max_new_tokens": 8,
+        "checkpoint_every": 1, "vllm_compile": False, "seed": 7, "output_dir": str(tmp_path / "out"),
+    })
+    with Store(tmp_path / "wb.db") as store:
+        run_id = launch(cfg, store)
+        assert store.get_run(run_id)["pid"]  # the worker's pid is on the row at once
+        run = _wait(store, run_id, lambda r: store.checkpoints(run_id) or r["status"] in ("failed", "completed"),
+                    "a first checkpoint")
+        assert run["status"] == "running", run
+        os.kill(run["pid"], signal.SIGKILL)
+        _wait(store, run_id, lambda r: bool(refresh_liveness(store)) or r["status"] == "failed",
+              "being marked failed", timeout_s=60)
+        failed = store.get_run(run_id)
+        assert failed["status"] == "failed"
+        assert f"last completed step {failed['step']}" in failed["error"]
+        point = resume(store, run_id)
+        assert point.step == store.checkpoints(run_id)[-1]["step"] >= 1
+        done = _wait(store, run_id, lambda r: r["status"] in ("completed", "failed", "stopped"), "completion")
+        assert done["status"] == "completed", done["error"]
+        rows = store.trajectories(run_id, limit=1000)
+        per_step = {s: [r for r in rows if r["step"] == s] for s in range(1, 5)}
+        assert all(len(v) == 2 * 2 for v in per_step.values()), {s: len(v) for s, v in per_step.items()}
+        assert len(rows) == 4 * 2 * 2  # no step recorded twice
+        assert [c["step"] for c in store.checkpoints(run_id)] == [1, 2, 3, 4]
+        # the task stream is the sampler's, step after step, across the kill and the resume
+        rng = random.Random(cfg.seed)
+        for step in range(1, 5):
+            planned = [(t.domain, t.seed) for t in sample_tasks(cfg, rng, cfg.prompts_per_step)]
+            recorded = sorted({(r["group_idx"], r["domain"], r["task_seed"]) for r in per_step[step]})
+            assert [(d, s) for _, d, s in recorded] == planned, step
+        log = log_path(store, run_id).read_text()
+        assert "resuming" in log and "completed" in log
+
+
+def test_stop_and_resume_refuse_runs_in_the_wrong_state(tmp_path):
+    from backend.errors import WorkbenchError
+    from backend.runs import resume, stop
+
+    with Store(tmp_path / "wb.db") as store:
+        rid = store.create_run("x", {"model": "tiny"}, total_steps=3)
+        store.set_status(rid, "completed")
+        with pytest.raises(WorkbenchError, match="only a pending or running run can be stopped"):
+            stop(store, rid)
+        with pytest.raises(WorkbenchError, match="completed; clone its config"):
+            resume(store, rid)
+        other = store.create_run("y", {"model": "tiny"}, total_steps=3)
+        store.set_status(other, "stopped")
+        with pytest.raises(WorkbenchError, match="no checkpoint to resume from"):
+            resume(store, other)
+        assert store.get_run(other)["status"] == "stopped"  # nothing changed
+
+
+def test_refresh_liveness_fails_runs_whose_process_is_gone(tmp_path):
+    from backend.runs import refresh_liveness
+
+    with Store(tmp_path / "wb.db") as store:
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        rid = store.create_run("gone", {"model": "tiny"}, total_steps=5)
+        store.update_run(rid, pid=dead.pid)
+        store.set_status(rid, "running")
+        store.heartbeat(rid, step=2)
+        alive = store.create_run("alive", {"model": "tiny"}, total_steps=5)
+        store.update_run(alive, pid=os.getpid())
+        store.set_status(alive, "running")
+        fresh = store.create_run("launching", {"model": "tiny"}, total_steps=5)  # no pid yet, just created
+        assert refresh_liveness(store) == [rid]
+        run = store.get_run(rid)
+        assert run["status"] == "failed" and "last completed step 2 of 5" in run["error"]
+        assert store.get_run(alive)["status"] == "running"
+        assert store.get_run(fresh)["status"] == "pending"

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainer.algorithms.grpo import group_advantages, k3_kl, policy_loss
+from trainer.algorithms.grpo import group_advantages, k3_kl, leave_one_out_advantages, policy_loss
 
 
 def test_grpo_advantages_hand_computed():
@@ -21,6 +21,19 @@ def test_grpo_advantages_hand_computed():
 def test_dr_grpo_advantages_are_mean_centred_only():
     adv = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 1.0]]), normalize_std=False)
     assert torch.allclose(adv, torch.tensor([[0.5, -0.5, -0.5, 0.5]]))
+
+
+def test_rloo_advantages_use_the_mean_of_the_other_samples():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
+    adv = leave_one_out_advantages(rewards)
+    # sample 0: 1 - mean(0, 0, 1) = 2/3; sample 1: 0 - mean(1, 0, 1) = -2/3
+    expected = torch.tensor([[2 / 3, -2 / 3, -2 / 3, 2 / 3], [0.0, 0.0, 0.0, 0.0]])
+    assert torch.allclose(adv, expected, atol=1e-6)
+    for row in range(2):  # the closed form G/(G-1) * (r - mean) holds row by row
+        r = rewards[row]
+        assert torch.allclose(adv[row], 4 / 3 * (r - r.mean()), atol=1e-6)
+    with pytest.raises(ValueError, match="G >= 2"):
+        leave_one_out_advantages(torch.tensor([[1.0]]))
 
 
 def test_equal_rewards_give_zero_advantage_not_nan():

@@ -5,6 +5,10 @@
   of a sample is its reward minus the group mean, divided by the group std.
 * Dr. GRPO: Liu et al., 2025, "Understanding R1-Zero-Like Training: A Critical
   Perspective", arXiv:2503.20783 — drops the std division (mean-centred advantages).
+* RLOO (REINFORCE Leave-One-Out): Kool et al., 2019, "Buy 4 REINFORCE Samples, Get a
+  Baseline for Free!"; Ahmadian et al., 2024, "Back to Basics: Revisiting REINFORCE Style
+  Optimization for Learning from Human Feedback in LLMs", arXiv:2402.14740 — each sample's
+  baseline is the mean reward of the *other* samples of its group.
 * Clipped importance ratio: Schulman et al., 2017, "Proximal Policy Optimization
   Algorithms", arXiv:1707.06347, taken against the *sampling* policy's logprobs (so a
   mismatch between the rollout engine and the learner is corrected and bounded).
@@ -45,6 +49,26 @@ def group_advantages(rewards: torch.Tensor, normalize_std: bool = True, eps: flo
     if not normalize_std:
         return centred
     return centred / (r.std(dim=1, unbiased=False, keepdim=True) + eps)
+
+
+def leave_one_out_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """RLOO advantages: r_i - mean_{j != i} r_j = G / (G - 1) * (r_i - mean(r)).
+
+    Args:
+        rewards: (B, G) rewards, one row per task, G >= 2 samples each.
+
+    Returns:
+        (B, G) float32 advantages; rows whose rewards are all equal are exactly 0.
+
+    Raises:
+        ValueError: if `rewards` is not 2-D or G < 2.
+    """
+    if rewards.dim() != 2 or rewards.shape[1] < 2:
+        raise ValueError(f"rewards must be (B, G) with G >= 2, got shape {tuple(rewards.shape)}")
+    r = rewards.to(torch.float32)
+    g = r.shape[1]
+    others = (r.sum(dim=1, keepdim=True) - r) / (g - 1)
+    return r - others
 
 
 def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
