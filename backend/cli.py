@@ -1,7 +1,7 @@
 """The `rlwb` command line: thin wrappers over backend functions.
 
-    rlwb run CONFIG.yaml            run a job in the foreground with a progress bar
-    rlwb runs list | show ID        inspect runs in the store
+    rlwb run CONFIG.yaml [--detach]  run a job (foreground with a progress bar, or background)
+    rlwb runs list | show ID | stop ID | resume ID   inspect, stop and resume runs (cli_runs.py)
     rlwb model fetch smollm2-135m   fetch and convert the base model (once)
     rlwb ui                         start the Streamlit page
     rlwb sandbox build-image|status|gc|exec|work   sandboxes (Docker engine or local fallback)
@@ -29,70 +29,6 @@ def _store(args):
     from backend.store import Store
 
     return Store(args.db)
-
-
-def cmd_run(args) -> int:
-    from tqdm import tqdm
-
-    from backend.config import load_config
-    from backend.mixes import resolve_mix
-    from backend.runs import run_foreground
-
-    cfg = load_config(args.config)  # validated before any run row exists
-    store = _store(args)
-    cfg = resolve_mix(cfg, store)  # pins the mix version the run records
-    if cfg.needs_sandbox:
-        _isolation_notice(cfg.sandbox_backend)
-    bar = tqdm(total=cfg.steps, desc=cfg.name, unit="step", dynamic_ncols=True)
-
-    def on_step(step: int, m: dict[str, float]) -> None:
-        bar.set_postfix(reward=f"{m['reward/mean']:.3f}", acc=f"{m['accuracy/mean']:.2f}",
-                        tok_s=f"{m['rollout_tokens_per_s']:.0f}", kl=f"{m['kl']:.4f}", refresh=False)
-        bar.update(1)
-
-    def on_start(run_id: str) -> None:
-        bar.write(f"run {run_id} started; store: {store.path}")
-
-    try:
-        run_id = run_foreground(cfg, store, on_step=on_step, on_start=on_start)
-    finally:
-        bar.close()
-    run = store.get_run(run_id)
-    print(f"run {run_id} {run['status']}: {cfg.steps} steps; see it with `rlwb ui` or `rlwb runs show {run_id}`")
-    return 0
-
-
-def cmd_runs_list(args) -> int:
-    runs = _store(args).list_runs(limit=args.limit)
-    if not runs:
-        print("no runs yet; start one with `rlwb run configs/quickstart.yaml`")
-        return 0
-    print(f"{'id':<26} {'name':<20} {'status':<10} {'step':>9}  created")
-    for r in runs:
-        print(f"{r['id']:<26} {str(r['name'])[:20]:<20} {r['status']:<10} "
-              f"{r['step'] or 0:>4}/{r['total_steps'] or 0:<4}  {r['created_at']}")
-    return 0
-
-
-def cmd_runs_show(args) -> int:
-    store = _store(args)
-    run = store.get_run(args.run_id)
-    if args.json:
-        print(json.dumps(run, indent=2, default=str))
-        return 0
-    for key in ("id", "name", "status", "step", "total_steps", "created_at", "started_at", "finished_at", "error"):
-        print(f"{key:>12}: {run.get(key)}")
-    last: dict[str, tuple[int, float]] = {}
-    for row in store.run_metrics(args.run_id):
-        last[row["name"]] = (row["step"], row["value"])
-    for name in ("reward/mean", "accuracy/mean", "kl", "response_length", "rollout_tokens_per_s", "time/step"):
-        if name in last:
-            print(f"{name:>22}: {last[name][1]:.4g} (step {last[name][0]})")
-    for ev in store.evaluations(args.run_id):
-        print(f"  eval {ev['phase']:<7} {ev['domain']:<18} acc={ev['accuracy']:.3f} reward={ev['mean_reward']:.3f} n={ev['n']}")
-    for ck in store.checkpoints(args.run_id):
-        print(f"  checkpoint step {ck['step']}: {ck['path']}")
-    return 0
 
 
 def cmd_model_fetch(args) -> int:
@@ -491,18 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=None, help="SQLite store path (default: $RLWB_DB or the user data dir)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run a post-training job in the foreground")
-    r.add_argument("config", help="run config YAML, e.g. configs/quickstart.yaml")
-    r.set_defaults(fn=cmd_run)
+    from backend.cli_runs import register
 
-    runs = sub.add_parser("runs", help="list and inspect runs").add_subparsers(dest="runs_command", required=True)
-    rl = runs.add_parser("list", help="list runs, newest first")
-    rl.add_argument("--limit", type=_positive, default=50, help="how many runs to list (default 50)")
-    rl.set_defaults(fn=cmd_runs_list)
-    rs = runs.add_parser("show", help="show one run")
-    rs.add_argument("run_id")
-    rs.add_argument("--json", action="store_true", help="print the run row as JSON")
-    rs.set_defaults(fn=cmd_runs_show)
+    register(sub, _positive)
 
     model = sub.add_parser("model", help="base models").add_subparsers(dest="model_command", required=True)
     mf = model.add_parser("fetch", help="fetch and convert a base model into the cache")
@@ -641,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        if args.command == "run":
+        if args.command in ("run", "runs"):
             print("stopped (Ctrl-C); the run is marked stopped and keeps what was written", file=sys.stderr)
         else:
             print("interrupted (Ctrl-C); nothing half-written is left", file=sys.stderr)

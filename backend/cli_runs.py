@@ -1,0 +1,160 @@
+"""`rlwb run` and `rlwb runs ...`: start, list, show, stop and resume runs.
+
+    rlwb run CONFIG.yaml [--detach]     run a job in the foreground with a progress bar
+                                        (--detach: in the background, like the page's Launch)
+    rlwb runs list | show ID            inspect runs in the store
+    rlwb runs stop ID                   SIGTERM to a running run (it keeps what it wrote)
+    rlwb runs resume ID [--detach]      continue a stopped or failed run from its last checkpoint
+
+Thin wrappers over `backend.runs`; `register` adds them to the `rlwb` parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _store(args):
+    from backend.store import Store
+
+    return Store(args.db)
+
+
+def _progress(cfg, store, start: int = 0):
+    """A tqdm bar and the (on_step, on_start) callbacks that drive it."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=cfg.steps, initial=start, desc=cfg.name, unit="step", dynamic_ncols=True)
+
+    def on_step(step: int, m: dict[str, float]) -> None:
+        bar.set_postfix(reward=f"{m['reward/mean']:.3f}", acc=f"{m['accuracy/mean']:.2f}",
+                        tok_s=f"{m['rollout_tokens_per_s']:.0f}", kl=f"{m['kl']:.4f}", refresh=False)
+        bar.update(1)
+
+    def on_start(run_id: str) -> None:
+        bar.write(f"run {run_id} started; store: {store.path}")
+
+    return bar, on_step, on_start
+
+
+def cmd_run(args) -> int:
+    from backend.config import load_config
+    from backend.mixes import resolve_mix
+    from backend.runs import launch, log_path, run_foreground
+
+    cfg = load_config(args.config)  # validated before any run row exists
+    store = _store(args)
+    cfg = resolve_mix(cfg, store)  # pins the mix version the run records
+    if cfg.needs_sandbox:
+        from backend.cli import _isolation_notice
+
+        _isolation_notice(cfg.sandbox_backend)
+    if args.detach:
+        run_id = launch(cfg, store)
+        print(f"run {run_id} launched in the background (pid {store.get_run(run_id)['pid']}); log: "
+              f"{log_path(store, run_id)}; follow it with `rlwb runs show {run_id}` or `rlwb ui`, "
+              f"stop it with `rlwb runs stop {run_id}`")
+        return 0
+    bar, on_step, on_start = _progress(cfg, store)
+    try:
+        run_id = run_foreground(cfg, store, on_step=on_step, on_start=on_start)
+    finally:
+        bar.close()
+    run = store.get_run(run_id)
+    print(f"run {run_id} {run['status']}: {cfg.steps} steps; see it with `rlwb ui` or `rlwb runs show {run_id}`")
+    return 0
+
+
+def cmd_runs_list(args) -> int:
+    from backend.runs import refresh_liveness
+
+    store = _store(args)
+    refresh_liveness(store)
+    runs = store.list_runs(limit=args.limit)
+    if not runs:
+        print("no runs yet; start one with `rlwb run configs/quickstart.yaml`")
+        return 0
+    print(f"{'id':<26} {'name':<20} {'status':<10} {'step':>9}  created")
+    for r in runs:
+        print(f"{r['id']:<26} {str(r['name'])[:20]:<20} {r['status']:<10} "
+              f"{r['step'] or 0:>4}/{r['total_steps'] or 0:<4}  {r['created_at']}")
+    return 0
+
+
+def cmd_runs_show(args) -> int:
+    from backend.runs import refresh_liveness
+
+    store = _store(args)
+    refresh_liveness(store)
+    run = store.get_run(args.run_id)
+    if args.json:
+        print(json.dumps(run, indent=2, default=str))
+        return 0
+    for key in ("id", "name", "status", "step", "total_steps", "created_at", "started_at", "finished_at", "error"):
+        print(f"{key:>12}: {run.get(key)}")
+    last: dict[str, tuple[int, float]] = {}
+    for row in store.run_metrics(args.run_id):
+        last[row["name"]] = (row["step"], row["value"])
+    for name in ("reward/mean", "accuracy/mean", "kl", "response_length", "rollout_tokens_per_s", "time/step"):
+        if name in last:
+            print(f"{name:>22}: {last[name][1]:.4g} (step {last[name][0]})")
+    for ev in store.evaluations(args.run_id):
+        print(f"  eval {ev['phase']:<7} {ev['domain']:<18} acc={ev['accuracy']:.3f} reward={ev['mean_reward']:.3f} n={ev['n']}")
+    for ck in store.checkpoints(args.run_id):
+        print(f"  checkpoint step {ck['step']}: {ck['path']}")
+    return 0
+
+
+def cmd_runs_stop(args) -> int:
+    from backend.runs import stop
+
+    how = stop(_store(args), args.run_id)
+    print(f"run {args.run_id}: " + ("SIGTERM sent; it marks itself stopped after the current step's writes"
+                                    if how == "signalled" else "its process had already ended; marked stopped"))
+    return 0
+
+
+def cmd_runs_resume(args) -> int:
+    from backend.config import RunConfig
+    from backend.runs import log_path, resume, run_foreground
+
+    store = _store(args)
+    point = resume(store, args.run_id, background=args.detach)
+    if args.detach:
+        print(f"run {args.run_id} resumed in the background after step {point.step} (pid "
+              f"{store.get_run(args.run_id)['pid']}); log: {log_path(store, args.run_id)}")
+        return 0
+    cfg = RunConfig(**store.get_run(args.run_id)["config"])
+    bar, on_step, _ = _progress(cfg, store, start=point.step)
+    try:
+        run_foreground(cfg, store, on_step=on_step, run_id=args.run_id, resume=point)
+    finally:
+        bar.close()
+    print(f"run {args.run_id} {store.get_run(args.run_id)['status']} (resumed after step {point.step})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, positive) -> None:
+    """Add `run` and `runs` to the `rlwb` sub-command parser `sub`."""
+    r = sub.add_parser("run", help="run a post-training job (foreground, or --detach for the background)")
+    r.add_argument("config", help="run config YAML, e.g. configs/quickstart.yaml")
+    r.add_argument("--detach", action="store_true", help="start it as a background process and return at once")
+    r.set_defaults(fn=cmd_run)
+
+    runs = sub.add_parser("runs", help="list, inspect, stop and resume runs").add_subparsers(
+        dest="runs_command", required=True)
+    rl = runs.add_parser("list", help="list runs, newest first")
+    rl.add_argument("--limit", type=positive, default=50, help="how many runs to list (default 50)")
+    rl.set_defaults(fn=cmd_runs_list)
+    rs = runs.add_parser("show", help="show one run")
+    rs.add_argument("run_id")
+    rs.add_argument("--json", action="store_true", help="print the run row as JSON")
+    rs.set_defaults(fn=cmd_runs_show)
+    st = runs.add_parser("stop", help="stop a running run (SIGTERM; completed steps are kept)")
+    st.add_argument("run_id")
+    st.set_defaults(fn=cmd_runs_stop)
+    rr = runs.add_parser("resume", help="continue a stopped or failed run from its last checkpoint")
+    rr.add_argument("run_id")
+    rr.add_argument("--detach", action="store_true", help="resume in a background process")
+    rr.set_defaults(fn=cmd_runs_resume)
