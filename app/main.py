@@ -1,7 +1,9 @@
 """RL Workbench page router: ``streamlit run app/main.py``.
 
 Reads the store at ``$RLWB_DB`` (or the default user data path) and routes between the
-Runs, Trajectories, Sandboxes, Domains and Retrieval pages. Holds no page content itself.
+Home, Launch, Runs, Trajectories, Sandboxes, Domains and Retrieval pages. Before each page
+it marks runs whose process is gone as failed (`backend.runs.refresh_liveness`, at most
+every few seconds). Holds no page content itself.
 """
 
 import sqlite3
@@ -10,11 +12,14 @@ import streamlit as st
 
 from app.common import db_path, get_store
 from backend.errors import WorkbenchError
+from backend.runs import refresh_liveness
 
 st.set_page_config(page_title="RL Workbench", layout="wide")
 
 pages = [
-    st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:", default=True),
+    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("pages/launch.py", title="Launch", icon=":material/rocket_launch:"),
+    st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:"),
     st.Page("pages/trajectories.py", title="Trajectories", icon=":material/route:"),
     st.Page("pages/sandboxes.py", title="Sandboxes", icon=":material/deployed_code:"),
     st.Page("pages/domains.py", title="Domains", icon=":material/category:"),
@@ -25,8 +30,15 @@ page = st.navigation(pages)
 st.sidebar.markdown("### RL Workbench")
 path = db_path()
 st.sidebar.caption(f"Store: `{path}`")
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def check_liveness(path: str) -> list[str]:
+    return refresh_liveness(get_store(path))
+
+
 try:
-    get_store(path)
+    check_liveness(path)
 except (WorkbenchError, sqlite3.Error) as e:
     st.error(f"Can't open the store `{path}`: {e}. Start the page with `rlwb --db PATH ui` "
              "pointing at an RL Workbench SQLite file (a new path creates one).")

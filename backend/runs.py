@@ -40,6 +40,7 @@ from backend.store import Store
 HEARTBEAT_S = 10.0  # a live run stamps heartbeat_at this often (seconds)
 LAPSE_S = 120.0  # a pending run with no process after this long is failed (seconds)
 LOG_NAME = "run.log"
+STOP_REQUESTED = "stop requested"  # the run row's error while a stop signal is on its way
 
 
 class RunStopped(KeyboardInterrupt):
@@ -198,6 +199,9 @@ def stop(store: Store, run_id: str) -> str:
     if run["status"] not in ("pending", "running"):
         raise WorkbenchError(f"run {run_id} is {run['status']}; only a pending or running run can be stopped")
     if process_alive(run["pid"]):
+        # noted first: a process killed by the signal before it can mark itself is then
+        # marked stopped (not failed) by refresh_liveness
+        store.update_run(run_id, error=STOP_REQUESTED)
         os.kill(int(run["pid"]), signal.SIGTERM)
         return "signalled"
     store.set_status(run_id, "stopped", error="stopped: its process had already ended")
@@ -243,10 +247,11 @@ def resume(store: Store, run_id: str, background: bool = True):
 
 def refresh_liveness(store: Store) -> list[str]:
     """Mark failed every pending or running run whose process is gone (killed, crashed,
-    machine restarted); the error names the last completed step and how to resume.
+    machine restarted); the error names the last completed step and how to resume. A run
+    whose stop was requested (`stop`) is marked stopped instead.
 
     Returns:
-        The ids of the runs marked failed.
+        The ids of the runs marked failed or stopped.
     """
     failed = []
     now = datetime.now(timezone.utc)
@@ -258,6 +263,10 @@ def refresh_liveness(store: Store) -> list[str]:
             if (now - created).total_seconds() < LAPSE_S:
                 continue
         step = run["step"] or 0
+        if run["error"] == STOP_REQUESTED:
+            store.set_status(run["id"], "stopped", error=f"stopped: by request, after step {step}")
+            failed.append(run["id"])
+            continue
         store.set_status(run["id"], "failed", error=(
             f"the training process (pid {run['pid'] or 'none'}) ended without finishing the run; last completed "
             f"step {step} of {run['total_steps']}. Resume it from its last checkpoint (Resume on the Runs page "
@@ -266,12 +275,32 @@ def refresh_liveness(store: Store) -> list[str]:
     return failed
 
 
+def eta_seconds(run: dict, step_times: list[float], window: int = 5) -> float | None:
+    """Seconds until a live run finishes: the mean of its last `window` step times
+    (``time/step``, seconds) times the steps left; None when the run is not pending or
+    running or no step has finished yet. Evaluation and the final checkpoint are not counted."""
+    if run["status"] not in ("pending", "running") or not step_times:
+        return None
+    recent = step_times[-window:]
+    left = max((run["total_steps"] or 0) - (run["step"] or 0), 0)
+    return left * sum(recent) / len(recent)
+
+
 # ---- the worker process ---------------------------------------------------------------
 
 
 def _work(run_id: str, resume_run: bool) -> int:
     """Body of a background run's process: run (or resume) `run_id` from the store."""
     store = Store()
+    try:
+        return _work_in(store, run_id, resume_run)
+    except KeyboardInterrupt:  # stopped before run_foreground took over the run's status
+        if store.get_run(run_id)["status"] in ("pending", "running"):
+            store.set_status(run_id, "stopped", error="stopped: before training started")
+        return 130
+
+
+def _work_in(store: Store, run_id: str, resume_run: bool) -> int:
     run = store.get_run(run_id)
     cfg = RunConfig(**run["config"])
     point = None
@@ -294,6 +323,7 @@ def _work(run_id: str, resume_run: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m backend.runs work RUN_ID [--resume]`` (started by `launch` and `resume`)."""
+    signal.signal(signal.SIGTERM, _raise_stopped)  # before the slow imports: a stop may come at once
     p = argparse.ArgumentParser(prog="python -m backend.runs")
     sub = p.add_subparsers(dest="command", required=True)
     w = sub.add_parser("work", help="run a launched run's training in this process")

@@ -21,10 +21,13 @@ from backend.store import Store
 METRIC_PANELS: dict[str, tuple[str, ...]] = {
     "Reward and pass rate (mean)": ("reward/mean", "accuracy/mean"),
     "KL to reference": ("kl",),
+    "Entropy (nats per token)": ("entropy",),
+    "Clip fraction (share of tokens)": ("clip_frac",),
     "Response length (tokens)": ("response_length",),
     "Zero-variance groups (share)": ("zero_variance/groups",),
     "Throughput (tokens/s)": ("rollout_tokens_per_s", "learner_tokens_per_s"),
     "Sandbox latency (ms)": ("sandbox/latency_p50_ms", "sandbox/latency_p99_ms"),
+    "Time per phase (s)": ("time/generate", "time/verify", "time/learn", "time/sync"),
     "Turns per episode": ("turns/*",),
     "Tool-call validity (valid calls / calls)": ("tools/call_validity/*",),
     "Tool calls per episode": ("tools/calls_per_episode/*",),

@@ -105,7 +105,8 @@ def _make_task(domain, rng: random.Random, level: int, attempts: int = 3) -> Tas
 
 
 def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_tokens: int,
-            temperature: float, top_p: float, runtime=None, cfg: RunConfig | None = None) -> list[Sample]:
+            temperature: float, top_p: float, runtime=None, cfg: RunConfig | None = None,
+            timings: dict[str, float] | None = None) -> list[Sample]:
     """Sample `group_size` completions (or episodes) per task and score them.
 
     Single-turn tasks are generated in one engine call; reasoning-gym answers are scored
@@ -115,6 +116,8 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
     Args:
         runtime: a `trainer.episodes.SandboxRuntime`, required when a task needs a sandbox.
         cfg: the run config (multi-turn budgets), required for multi-turn tasks.
+        timings: if given, ``timings["verify"]`` grows by the seconds spent scoring
+            single-turn samples (multi-turn episodes verify turn by turn, inside generation).
 
     Returns:
         len(tasks) * group_size scored samples, grouped task by task (advantages not set).
@@ -139,7 +142,10 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
                 samples.append(Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
                                       prompt_ids=list(ids), completion=comp, answer=tasks[g].answer,
                                       difficulty=tasks[g].difficulty, retrieval=retrieval))
+        t_score = time.perf_counter()
         _score(samples, {g: tasks[g] for g in single}, runtime)
+        if timings is not None:
+            timings["verify"] = timings.get("verify", 0.0) + time.perf_counter() - t_score
     if multi:
         from trainer.episodes import rollout_episodes
 
@@ -525,10 +531,11 @@ def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, p
     (``curriculum/level/<domain>``, ``curriculum/pass_rate/<domain>``) joins the metrics.
     """
     t0 = time.perf_counter()
+    timings = {"verify": 0.0}
 
     def play(tasks: list[Task]) -> list[Sample]:
         return rollout(engine, tokenizer, tasks, cfg.group_size, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
-                       runtime=runtime, cfg=cfg)
+                       runtime=runtime, cfg=cfg, timings=timings)
 
     got = collect_groups(cfg, rng, play, curriculum)
     t1 = t2 = time.perf_counter()
@@ -548,8 +555,9 @@ def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, p
     metrics.update({
         "learner_sequences": float(len(got.batch)),
         "rollout_tokens": float(gen_tokens),
-        "rollout_tokens_per_s": gen_tokens / max(t1 - t0, 1e-9),
-        "time/generate": t1 - t0,
+        "rollout_tokens_per_s": gen_tokens / max(t1 - t0 - timings["verify"], 1e-9),
+        "time/generate": t1 - t0 - timings["verify"],
+        "time/verify": timings["verify"],
         "time/learn": t2 - t1,
         "time/sync": t3 - t2,
         "time/step": t3 - t0,

@@ -1,9 +1,9 @@
-"""Runs page: the table of runs, and for one run its status, curves (overall and per
-domain), evaluation, checkpoints.
+"""Runs page: the table of runs; for one run its status, progress and ETA, Stop / Resume /
+Clone and edit, curves (overall, per domain, time per phase), evaluation, checkpoints and
+its process log; and a comparison of several runs with overlaid curves.
 
-UI only: data comes from `backend.views` and `Store` verbs through cached loaders. A live
-run's panel refreshes itself every few seconds. Starting and stopping runs is not here
-(use `rlwb`).
+UI only: data comes from `backend.views` and `Store` verbs through cached loaders; stop and
+resume go through `backend.runs`. A live run's panel refreshes itself every few seconds.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
+from app.common import db_path, follow_table_selection, get_store, load_runs, run_picker, runs_or_notice
+from backend import runs as run_manager
 from backend import views
+from backend.errors import WorkbenchError
 
 LIVE_REFRESH = "10s"
 
@@ -46,13 +48,19 @@ def line_chart(frame: pd.DataFrame, title: str, **kwargs):
     return fig
 
 
-def show_status(run: dict) -> None:
-    cols = st.columns(4)
+def show_status(run: dict, metrics: pd.DataFrame) -> None:
+    cols = st.columns(5)
     cols[0].metric("Status", run["status"])
     cols[1].metric("Step", f"{run['step'] or 0} / {run['total_steps'] or 0}")
     cols[2].metric("Duration", views.format_duration(views.run_duration(run)) or "—")
+    step_times = metrics.loc[metrics["name"] == "time/step"].sort_values("step")["value"].tolist()
+    eta = run_manager.eta_seconds(run, step_times)
+    cols[3].metric("ETA", views.format_duration(eta) if eta is not None else "—",
+                   help="Mean of the last 5 step times × steps left (evaluation not counted)")
     beat = run["heartbeat_at"]
-    cols[3].metric("Last heartbeat", f"{beat[11:19]} UTC" if beat else "—")
+    cols[4].metric("Last heartbeat", f"{beat[11:19]} UTC" if beat else "—")
+    if run["total_steps"]:
+        st.progress(min((run["step"] or 0) / run["total_steps"], 1.0))
     if run["status"] == "failed":
         st.error(run["error"] or "The run failed without an error message.")
         if run["traceback"]:
@@ -102,11 +110,62 @@ def show_domains(path: str, run_id: str) -> None:
             st.plotly_chart(line_chart(data, title, height=320), key=f"runs_domain_chart_{i}")
 
 
+def stop_run(path: str, run_id: str) -> None:
+    try:
+        how = run_manager.stop(get_store(path), run_id)
+        st.session_state["runs_notice"] = ("Stop signal sent; the run stops after its current writes."
+                                           if how == "signalled" else "Its process had already ended; marked stopped.")
+    except WorkbenchError as e:
+        st.session_state["runs_notice"] = f"Can't stop: {e}"
+    load_run.clear()
+    load_runs.clear()
+
+
+def resume_run(path: str, run_id: str) -> None:
+    try:
+        point = run_manager.resume(get_store(path), run_id)
+        st.session_state["runs_notice"] = f"Resumed after step {point.step} from {point.path}."
+    except WorkbenchError as e:
+        st.session_state["runs_notice"] = f"Can't resume: {e}"
+    load_run.clear()
+    load_runs.clear()
+    load_metrics.clear()
+    load_checkpoints.clear()
+
+
+def show_actions(path: str, run: dict) -> None:
+    """Stop (live runs), Resume (stopped or failed runs with a checkpoint), Clone and edit."""
+    live = run["status"] in ("pending", "running")
+    cols = st.columns([1, 1, 2, 4])
+    cols[0].button("Stop", key="runs_stop", disabled=not live, on_click=stop_run, args=(path, run["id"]),
+                   help="SIGTERM to the run's process; completed steps are kept", icon=":material/stop_circle:")
+    can_resume = run["status"] in ("stopped", "failed") and not load_checkpoints(path, run["id"]).empty
+    cols[1].button("Resume", key="runs_resume", disabled=not can_resume, on_click=resume_run,
+                   args=(path, run["id"]), icon=":material/play_circle:",
+                   help="Continue from the last checkpoint in a background process" if can_resume else
+                   "Only a stopped or failed run with a checkpoint can resume")
+    with cols[2]:
+        st.page_link("pages/launch.py", label="Clone and edit", icon=":material/content_copy:",
+                     query_params={"clone": run["id"]})
+    notice = st.session_state.pop("runs_notice", None)
+    if notice:
+        (st.warning if notice.startswith("Can't") else st.success)(notice)
+
+
+def show_log(path: str, run: dict) -> None:
+    log = run_manager.log_path(get_store(path), run["id"])
+    if log.is_file():
+        with st.expander("Process log (last 80 lines)", expanded=run["status"] == "failed"):
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+            st.code("\n".join(lines[-80:]), language=None)
+
+
 def show_run(path: str, run_id: str) -> None:
     """Everything about one run; drawn inside a fragment so a live run refreshes alone."""
     run = load_run(path, run_id)
     st.subheader(f"{run['name']} · `{run['id']}`")
-    show_status(run)
+    show_status(run, load_metrics(path, run_id))
+    show_actions(path, run)
     pin = (run.get("config") or {}).get("mix_spec")
     if pin:
         st.caption(f"Mix **{pin['name']}@{pin['version']}**: " + ", ".join(
@@ -132,11 +191,37 @@ def show_run(path: str, run_id: str) -> None:
         st.caption("No checkpoints saved yet.")
     else:
         st.dataframe(ckpts, hide_index=True)
+    show_log(path, run)
+
+
+def show_compare(path: str, table: pd.DataFrame, run_id: str) -> None:
+    """Overlaid curves of several runs, one line per run, for the metrics picked."""
+    st.subheader("Compare runs")
+    names = dict(zip(table["id"], table["name"]))
+    picked = st.multiselect("Runs", list(names), default=[run_id], key="runs_compare",
+                            format_func=lambda i: f"{names[i]} · {i}")
+    if len(picked) < 2:
+        st.caption("Pick two or more runs to overlay their curves.")
+        return
+    frames = [load_metrics(path, rid).assign(run=f"{names[rid]} · {rid}") for rid in picked]
+    data = pd.concat(frames, ignore_index=True)
+    metrics = sorted(data["name"].unique())
+    wanted = [m for m in ("reward/mean", "accuracy/mean", "kl", "response_length") if m in metrics]
+    chosen = st.multiselect("Metrics", metrics, default=wanted, key="runs_compare_metrics")
+    cols = st.columns(2)
+    for i, metric in enumerate(chosen):
+        rows = data[data["name"] == metric]
+        fig = px.line(rows, x="step", y="value", color="run", title=metric, markers=rows["step"].nunique() < 30,
+                      height=320)
+        fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
+        with cols[i % 2]:
+            st.plotly_chart(fig, key=f"runs_compare_chart_{i}")
 
 
 def render() -> None:
     st.title("Runs")
     path = db_path()
+    st.page_link("pages/launch.py", label="Launch a new run", icon=":material/rocket_launch:")
     table = runs_or_notice(path)
     if table is None:
         return
@@ -146,6 +231,7 @@ def render() -> None:
     run_id = run_picker(list(zip(table["id"], table["name"])), key="runs_run")
     live = load_run(path, run_id)["status"] in ("pending", "running")
     st.fragment(show_run, run_every=LIVE_REFRESH if live else None)(path, run_id)
+    show_compare(path, table, run_id)
 
 
 render()

@@ -15,8 +15,7 @@ TIMEOUT = 30
 def _app(db, monkeypatch, page: str | None = None) -> AppTest:
     monkeypatch.setenv("RLWB_DB", str(db))
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT).run()
-    if page:
-        at.switch_page(page).run()
+    at.switch_page(page or "pages/runs.py").run()  # Home is the default page
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -50,10 +49,11 @@ def test_runs_page_shows_selected_run(filled_db, monkeypatch):
     text = _texts(at)
     assert "completed" in text and "3 / 3" in text
     assert "Evaluation" in text and "Checkpoints" in text
-    assert any(e.label.startswith("Other metrics (2)") for e in at.expander)  # entropy, loss
-    # overall: reward, kl, length, zero-variance, throughput + other; per domain: reward, pass rate,
-    # length, zero-variance, curriculum level and pass rate
-    assert len(at.get("plotly_chart")) == 6 + 6
+    assert any(e.label.startswith("Other metrics (1)") for e in at.expander)  # loss (entropy has its panel)
+    # overall: reward, kl, entropy, length, zero-variance, throughput + other; per domain: reward,
+    # pass rate, length, zero-variance, curriculum level and pass rate
+    assert len(at.get("plotly_chart")) == 7 + 6
+    assert at.button(key="runs_stop").disabled and at.button(key="runs_resume").disabled  # a completed run
 
     at.selectbox(key="runs_run").select(_run_id(filled_db, "broken")).run()
     assert not at.exception
@@ -171,3 +171,63 @@ def test_runs_page_with_many_metrics(tmp_path, monkeypatch):
     at.selectbox(key="runs_run").select(rid).run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(e.label.startswith("Other metrics (60)") for e in at.expander)
+
+
+def _trajectories_page(db, monkeypatch) -> AppTest:
+    at = _app(db, monkeypatch, "pages/trajectories.py")
+    at.selectbox(key="traj_run").select(_run_id(db, "demo")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_trajectories_page_search_finish_reason_and_export(filled_db, monkeypatch):
+    at = _trajectories_page(filled_db, monkeypatch)
+    export = at.get("download_button")
+    assert [b.proto.label for b in export] == ["Export selection (JSONL)"]
+    assert "Exports all 24 matching trajectories" in _texts(at)
+
+    at.text_input(key="traj_search").input('"What is 2"').run()  # a phrase of the step-2 prompts
+    assert not at.exception and "8 trajectories match" in _texts(at)
+    assert {o.split(" · ")[1] for o in at.selectbox(key="traj_selected").options} == {"step 2"}
+    at.selectbox(key="traj_finish").select("length").run()  # sample 0 of each of the 2 groups
+    assert not at.exception and "2 trajectories match" in _texts(at)
+    assert "Exports all 2 matching trajectories" in _texts(at)
+
+    at.selectbox(key="traj_finish").select("All finish reasons")
+    at.text_input(key="traj_search").input("zebra").run()
+    assert not at.exception and "No trajectories match these filters" in _texts(at)
+
+
+@pytest.mark.parametrize("text", ['AND( "NEAR *', '"', "prompt:x OR", "^*", "'; DROP TABLE runs; --", "a\x00b"])
+def test_trajectories_page_survives_odd_search_text(filled_db, monkeypatch, text):
+    at = _trajectories_page(filled_db, monkeypatch)
+    at.text_input(key="traj_search").input(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "trajectories match" in _texts(at) or "No trajectories match" in _texts(at)
+
+
+def test_trajectories_page_ignores_search_text_without_words(filled_db, monkeypatch):
+    at = _trajectories_page(filled_db, monkeypatch)
+    at.text_input(key="traj_search").input("*** ((").run()
+    assert not at.exception
+    assert "no letters or digits" in _texts(at) and "24 trajectories match" in _texts(at)
+
+
+def test_trajectories_page_compares_two_samples(filled_db, monkeypatch):
+    demo = _run_id(filled_db, "demo")
+    with Store(filled_db) as store:
+        group = store.group(demo, 1, 0)  # rewards 1, 0, 1, 0 (step 1)
+    at = _trajectories_page(filled_db, monkeypatch)
+    at.selectbox(key="traj_selected").select(group[0]["id"]).run()
+    assert not at.exception and "Compare with" in [h.value for h in at.subheader]
+    compare = at.selectbox(key=f"traj_compare_{group[0]['id']}")
+    assert compare.value == group[1]["id"]  # default: the group's sample whose reward differs most
+    assert len(compare.options) == 24 - 1  # the group first, then every listed row
+    diff = next(c.value for c in at.code if c.language == "diff")
+    assert diff.startswith(f"--- #{group[0]['id']} (sample 0)\n+++ #{group[1]['id']} (sample 1)")
+    assert "-Answer: 1" in diff and "+Answer: 2" in diff and " Let me add." in diff
+
+    compare.select(group[2]["id"]).run()
+    assert not at.exception
+    assert any(c.value.startswith(f"--- #{group[0]['id']} (sample 0)\n+++ #{group[2]['id']} (sample 2)")
+               for c in at.code if c.language == "diff")

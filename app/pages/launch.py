@@ -1,0 +1,149 @@
+"""Launch page: a form that starts a post-training run in the background.
+
+Fields: model (fetched models, this store's checkpoints, or any checkpoint directory),
+algorithm, mix (domains + level, or a stored mix), group size, batch size, learning rate,
+KL coefficient, token and turn budgets, steps, rollout engine, sandbox backend, seed, and
+every other config field as YAML. Validation is the CLI's (`backend.launching`); each
+problem is shown under its field and nothing starts. "Launch" starts the run as a
+background process (`backend.runs.launch`) and opens it on the Runs page. ``?clone=RUN_ID``
+fills the form from an earlier run's config.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.common import db_path, get_store, load_runs
+from backend import launching
+from backend.domains import domain_names
+from backend.errors import RunNotFound, WorkbenchError
+from backend.runs import launch
+
+OTHER_PATH = "Other: a checkpoint directory"
+
+
+def show_error(slot, errors: dict[str, str], field: str) -> None:
+    if field in errors:
+        slot.error(errors[field], icon=":material/error:")
+
+
+def render() -> None:
+    st.title("Launch a run")
+    path = db_path()
+    store = get_store(path)
+    clone = st.query_params.get("clone")
+    try:
+        values = launching.form_defaults(store, clone)
+    except RunNotFound as e:
+        st.warning(f"{e}; starting from configs/quickstart.yaml instead.")
+        clone, values = None, launching.form_defaults(store)
+    st.caption((f"Cloned from run `{clone}`; edit and launch. " if clone else
+                "Starts from configs/quickstart.yaml. ")
+               + "The run starts as a background process: closing or reloading the page does not stop it.")
+    choices = launching.model_choices(store)
+    labels = dict(choices)
+    options = [v for v, _ in choices]
+    current = values.get("model")
+    if current and current not in options:
+        options.append(current)
+        labels[current] = current
+    options.append(OTHER_PATH)
+    errors: dict[str, str] = st.session_state.get("launch_errors", {})
+    slots = {}
+
+    with st.form("launch_form"):
+        name = st.text_input("Run name", value=values.get("name", "run"), key="launch_name")
+        slots["name"] = st.empty()
+        c1, c2 = st.columns([2, 1])
+        model = c1.selectbox("Model", options, index=options.index(current) if current in options else 0,
+                             format_func=lambda v: labels.get(v, v), key="launch_model")
+        model_path = c1.text_input("Checkpoint directory (with “Other”)", key="launch_model_path",
+                                   placeholder="/path/to/a/save_pretrained/directory")
+        slots["model"] = c1.empty()
+        algorithm = c2.selectbox("Algorithm", ["grpo", "dr_grpo", "rloo"],
+                                 index=["grpo", "dr_grpo", "rloo"].index(values.get("algorithm", "grpo")),
+                                 key="launch_algorithm",
+                                 help="grpo: group-normalised advantages; dr_grpo: mean-centred only; "
+                                      "rloo: leave-one-out baseline")
+        slots["algorithm"] = c2.empty()
+
+        st.markdown("**Mix**")
+        mixes = [m["name"] for m in store.list_mixes()]
+        m1, m2, m3 = st.columns([1, 3, 1])
+        mix_options = ["(none: pick domains)"] + mixes
+        mix_now = values.get("mix")
+        mix = m1.selectbox("Stored mix", mix_options,
+                           index=mix_options.index(mix_now) if mix_now in mix_options else 0, key="launch_mix")
+        slots["mix"] = m1.empty()
+        names = domain_names()
+        domains_now = [d for d in (values.get("domains") or {}) if d in names]
+        domains = m2.multiselect("Domains (equal weights; ignored with a stored mix)", names,
+                                 default=domains_now, key="launch_domains")
+        slots["domains"] = m2.empty()
+        difficulty = m3.number_input("Level", value=int(values.get("difficulty", 1)), step=1, key="launch_difficulty")
+        slots["difficulty"] = m3.empty()
+
+        st.markdown("**Optimisation**")
+        numbers = [
+            ("group_size", "Group size (G)", int, 1), ("prompts_per_step", "Prompts per step (batch)", int, 1),
+            ("micro_batch_size", "Micro-batch (sequences)", int, 1), ("steps", "Steps", int, 1),
+            ("learning_rate", "Learning rate", float, None), ("kl_coef", "KL coefficient", float, None),
+            ("max_new_tokens", "Max new tokens", int, 1), ("max_turns", "Max turns (multi-turn)", int, 1),
+            ("seed", "Seed", int, 1), ("checkpoint_every", "Checkpoint every N steps (0: end only)", int, 1),
+            ("eval_tasks_per_domain", "Held-out eval tasks per domain", int, 1),
+        ]
+        got = {}
+        cols = st.columns(4)
+        for i, (field, label, kind, step) in enumerate(numbers):
+            col = cols[i % 4]
+            default = values.get(field, 0)
+            if kind is float:
+                got[field] = col.number_input(label, value=float(default), format="%.2e", step=None,
+                                              key=f"launch_{field}")
+            else:
+                got[field] = col.number_input(label, value=int(default), step=step, key=f"launch_{field}")
+            slots[field] = col.empty()
+        e1, e2 = st.columns(2)
+        engines = ["vllm", "hf"]
+        rollout_engine = e1.selectbox("Rollout engine", engines, index=engines.index(values.get("rollout_engine", "vllm")),
+                                      key="launch_rollout_engine", help="vllm (default) or hf (transformers generate)")
+        slots["rollout_engine"] = e1.empty()
+        backends = ["docker", "local"]
+        sandbox_backend = e2.selectbox("Sandbox backend", backends,
+                                       index=backends.index(values.get("sandbox_backend", "docker")),
+                                       key="launch_sandbox_backend",
+                                       help="docker, or local (bubblewrap; weaker isolation) for sandboxed domains")
+        slots["sandbox_backend"] = e2.empty()
+        other = st.text_area("Other settings (YAML)", value=launching.extra_yaml(values), height=160,
+                             key="launch_other", help="Every other field of the run config; see backend/config.py")
+        slots["other"] = st.empty()
+        slots["config"] = st.empty()
+        submitted = st.form_submit_button("Launch", type="primary")
+
+    for field, slot in slots.items():
+        show_error(slot, errors, field)
+    if not submitted:
+        return
+    extra, problem = launching.parse_extra(other)
+    chosen = model_path.strip() if model == OTHER_PATH else model
+    form = {"name": name, "model": chosen, "algorithm": algorithm, "mix": None if mix == mix_options[0] else mix,
+            "domains": domains, "difficulty": int(difficulty), "rollout_engine": rollout_engine,
+            "sandbox_backend": sandbox_backend, **got}
+    if problem:
+        cfg, errors = None, {"other": problem}
+    else:
+        cfg, errors = launching.check_launch({**extra, **form}, store)
+    if cfg is not None:
+        try:
+            run_id = launch(cfg, store)
+        except WorkbenchError as e:
+            cfg, errors = None, {"config": str(e)}
+    st.session_state["launch_errors"] = errors
+    if cfg is None:
+        st.rerun()  # draw each message under its field
+    st.session_state.pop("launch_errors", None)
+    load_runs.clear()
+    st.switch_page("pages/runs.py", query_params={"run": run_id})
+
+
+render()
