@@ -17,7 +17,7 @@ def test_tiny_run_completes_and_records_everything(tiny_run):
 
     names = {m["name"] for m in store.run_metrics(run_id)}
     for required in ("reward/mean", "kl", "entropy", "response_length", "rollout_tokens_per_s",
-                     "learner_tokens_per_s", "time/sync", "zero_variance_groups"):
+                     "learner_tokens_per_s", "time/sync", "time/verify", "zero_variance_groups"):
         assert required in names, required
     steps = sorted({m["step"] for m in store.run_metrics(run_id)})
     assert steps == list(range(1, TINY_RUN_STEPS + 1))

@@ -83,6 +83,7 @@ def test_background_run_survives_kill_9_and_resumes_with_the_same_task_stream(ti
         "name": "bg", "model": str(tiny_model_dir), "steps": 4, "domains": ["chain_sum", "basic_arithmetic"],
         "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 2, "max_new_tokens": 8,
         "checkpoint_every": 1, "vllm_compile": False, "seed": 7, "output_dir": str(tmp_path / "out"),
+        "algorithm": "rloo",  # the leave-one-out baseline end to end
     })
     with Store(tmp_path / "wb.db") as store:
         run_id = launch(cfg, store)

@@ -1,0 +1,92 @@
+"""The Launch form's logic: model choices, defaults and clones, and validation by field
+with the CLI's rules; the ETA of a live run."""
+
+
+import pytest
+
+from backend import launching
+from backend.config import parse_config
+from backend.errors import ConfigError, RunNotFound
+from backend.runs import eta_seconds
+from backend.store import Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "wb.db") as s:
+        yield s
+
+
+def _valid(model_dir) -> dict:
+    return {"name": "x", "model": str(model_dir), "domains": ["chain_sum"], "group_size": 2, "micro_batch_size": 2}
+
+
+def test_check_launch_accepts_what_the_cli_accepts(store, tiny_model_dir):
+    cfg, errors = launching.check_launch(_valid(tiny_model_dir), store)
+    assert errors == {} and cfg.domains == {"chain_sum": 1.0}
+    assert cfg == parse_config(_valid(tiny_model_dir))
+
+
+def test_check_launch_reports_every_bad_field_at_once(store, tiny_model_dir):
+    bad = {**_valid(tiny_model_dir), "learning_rate": -1e-5, "domains": [], "group_size": 1, "max_turns": 0}
+    cfg, errors = launching.check_launch(bad, store)
+    assert cfg is None
+    assert set(errors) == {"learning_rate", "domains", "group_size", "max_turns"}
+    assert "greater than 0" in errors["learning_rate"] and "the mix is empty" in errors["domains"]
+    for field in errors:  # the CLI rejects each of them alone, naming the same field
+        with pytest.raises(ConfigError, match=f"field '{field}"):
+            parse_config({**_valid(tiny_model_dir), field: bad[field]})
+
+
+def test_check_launch_model_and_mix_problems(store, tiny_model_dir, tmp_path):
+    assert "pick a model" in launching.check_launch({**_valid(tiny_model_dir), "model": ""}, store)[1]["model"]
+    empty_dir = tmp_path / "not-a-checkpoint"
+    empty_dir.mkdir()
+    _, errors = launching.check_launch({**_valid(tiny_model_dir), "model": str(empty_dir)}, store)
+    assert "has no config.json" in errors["model"]
+    _, errors = launching.check_launch({**_valid(tiny_model_dir), "mix": "no-such-mix"}, store)
+    assert "no-such-mix" in errors["mix"]
+    _, errors = launching.check_launch({**_valid(tiny_model_dir), "nonsense_field": 3}, store)
+    assert "unknown field" in errors["other"]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("a: [1, 2", "malformed YAML"), ("- just\n- a list", "a mapping"), ("steps: 3", "has a field of its own"),
+    ("", None), ("temperature: 0.7", None),
+])
+def test_parse_extra(text, problem):
+    data, error = launching.parse_extra(text)
+    if problem is None:
+        assert error is None and (data == {} if not text else data == {"temperature": 0.7})
+    else:
+        assert problem in error and data == {}
+
+
+def test_defaults_new_and_cloned(store):
+    fresh = launching.form_defaults(store)
+    assert fresh["name"] == "quickstart" and "mix_spec" not in fresh
+    rid = store.create_run("mine", {"model": "m", "group_size": 4, "mix": "math", "domains": {"a": 1.0},
+                                    "mix_spec": {"name": "math"}}, total_steps=3)
+    cloned = launching.form_defaults(store, rid)
+    assert cloned["name"] == "mine-clone" and cloned["group_size"] == 4 and cloned["mix"] == "math"
+    assert "mix_spec" not in cloned and "domains" not in cloned  # the mix is re-pinned at launch
+    assert "group_size" not in launching.extra_yaml(cloned) and "model" not in launching.extra_yaml(cloned)
+    with pytest.raises(RunNotFound):
+        launching.form_defaults(store, "r-missing")
+
+
+def test_model_choices_list_checkpoints_of_runs(store, tiny_model_dir, tmp_path):
+    rid = store.create_run("trained", {}, total_steps=2)
+    store.record_checkpoint(rid, 2, str(tiny_model_dir))
+    store.record_checkpoint(rid, 1, str(tmp_path / "deleted"))  # gone from disk: not offered
+    choices = dict(launching.model_choices(store))
+    assert choices[str(tiny_model_dir)] == f"trained · {rid} · step 2"
+    assert str(tmp_path / "deleted") not in choices
+
+
+def test_eta_seconds():
+    run = {"status": "running", "step": 4, "total_steps": 10}
+    assert eta_seconds(run, [100.0, 10.0, 20.0, 10.0, 20.0, 10.0]) == pytest.approx(6 * 14.0)
+    assert eta_seconds(run, []) is None
+    assert eta_seconds({**run, "status": "completed"}, [10.0]) is None
+    assert eta_seconds({**run, "step": 12}, [10.0]) == 0.0
