@@ -11,8 +11,12 @@ the page can read while a training process writes.
 The schema is versioned in ``PRAGMA user_version`` and upgraded by the explicit functions
 in `MIGRATIONS`; a database written by a newer rlwb is refused rather than guessed at.
 
-Not covered here: launching or supervising runs (that is the run manager), exporting or
-deleting runs, and multi-host access (SQLite wants one host per file). A `Store` may be
+Trajectories are searchable (an FTS5 index over prompt, completion and turns, kept by
+triggers; see `_migrate_6`), filtered through one list index, and exported a batch at a
+time (`export_trajectories`).
+
+Not covered here: launching or supervising runs (that is the run manager), exporting whole
+runs or deleting them, and multi-host access (SQLite wants one host per file). A `Store` may be
 shared between threads (one lock guards its connection), but each process opens its own.
 """
 
@@ -22,7 +26,6 @@ import contextlib
 import functools
 import json
 import os
-import re
 import secrets
 import sqlite3
 import threading
@@ -35,6 +38,7 @@ import platformdirs
 import sqlite_utils
 
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
+from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
 if TYPE_CHECKING:  # trainer.types imports torch; the store only reads attributes
     from trainer.types import Sample
@@ -158,8 +162,9 @@ def _migrate_6(db: sqlite_utils.Database) -> None:
     ``trajectories_fts`` is an FTS5 index with external content (the trajectories table),
     kept in sync by triggers. Its ``turns_text`` column is not a column of the content table
     but the string values of the turns JSON, computed by the triggers (`_turns_text_sql`):
-    indexing the raw JSON would glue escapes to words (``ls\\nfoo`` -> "nfoo"). So never run
-    FTS5's 'rebuild' on it (it fails: no such column); delete-all and refill as below instead.
+    indexing the raw JSON would glue escapes to words (``ls\\nfoo`` -> "nfoo"). So FTS5's
+    'rebuild' and 'integrity-check' don't work on it (no such column); to rebuild, run
+    'delete-all' and refill it as below.
     (sqlite-utils' ``enable_fts`` indexes raw columns only, hence plain SQL; a view as the
     content table can't be used either: FTS5 can't read json_tree through one.)
     """
@@ -217,62 +222,8 @@ def _decode_all(row: dict) -> dict:
     return _decode_turns(_decode(_decode(row, "breakdown"), "retrieval"))
 
 
-#: Order of the trajectory list (the columns of the list index, see `_migrate_6`).
-_LIST_ORDER = "step, group_idx, sample_idx, id"
-
 #: Characters of the completion a `Store.trajectory_summaries` row carries.
 SUMMARY_CHARS = 400
-
-_FTS_PIECE = re.compile(r'"([^"]*)"|(\S+)')
-
-
-def fts_query(text: str | None) -> str | None:
-    """The user's search text as a safe FTS5 query, or None if it has no letters or digits.
-
-    Every piece is quoted, so FTS5 syntax in the text (``AND``, ``NEAR``, ``(``, ``:``,
-    ``*``, ``^``, stray quotes) is searched for as plain words and can't be a syntax error.
-    Pieces: a word (all words must occur), a "quoted phrase" (words in that order), a
-    word ending in ``*`` (prefix: ``err*`` finds "error"). Case and accents are ignored.
-    """
-    text = (text or "").replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")  # NULs, lone surrogates
-    parts = []
-    for m in _FTS_PIECE.finditer(text):
-        piece = m.group(1) if m.group(1) is not None else m.group(2)
-        prefix = m.group(2) is not None and piece.endswith("*")
-        piece = piece.rstrip("*") if prefix else piece
-        if not any(ch.isalnum() for ch in piece):
-            continue
-        parts.append('"' + piece.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return " ".join(parts) or None
-
-
-def _trajectory_filter(
-    run_id: str, step_min: int | None = None, step_max: int | None = None, domain: str | None = None,
-    reward_min: float | None = None, reward_max: float | None = None, finish_reason: str | None = None,
-    query: str | None = None,
-) -> tuple[str, list]:
-    """WHERE clause and parameters of the trajectory filters (see `Store.trajectories`).
-
-    Domain, reward and finish reason are written ``+column`` so SQLite keeps walking the
-    list index in list order (and checks them from the index) rather than seeking the
-    (run_id, domain) index and sorting every row of a domain.
-    """
-    where, params = ["run_id = ?"], [run_id]
-    for clause, value in (("step >= ?", step_min), ("step <= ?", step_max), ("+domain = ?", domain),
-                          ("+reward >= ?", reward_min), ("+reward <= ?", reward_max),
-                          ("+finish_reason = ?", finish_reason)):
-        if value is not None:
-            where.append(clause)
-            params.append(value)
-    if query is not None and query.strip():
-        match = fts_query(query)
-        if match is None:
-            where.append("0")
-        else:
-            where.append("id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?)")
-            params.append(match)
-    return " AND ".join(where), params
-
 
 class Store:
     """Domain verbs over the workbench's SQLite database.
@@ -529,12 +480,13 @@ class Store:
             step_min, step_max, reward_min, reward_max: inclusive bounds.
             domain, finish_reason: exact values ("stop", "length", ...).
             query: full-text search over prompt, completion and the turns' text (see
-                `fts_query`: words must all occur, "quoted phrase", prefix*); any text is
-                safe. None or blank: no search; text without letters or digits matches nothing.
+                `backend.trajectory_query.fts_query`: words must all occur, "quoted phrase",
+                prefix*); any text is safe. None or blank: no search; text without letters
+                or digits matches nothing.
         """
-        where, params = _trajectory_filter(run_id, step_min, step_max, domain, reward_min, reward_max,
+        where, params = trajectory_filter(run_id, step_min, step_max, domain, reward_min, reward_max,
                                            finish_reason, query)
-        rows = self.db.query(f"SELECT * FROM trajectories WHERE {where} ORDER BY {_LIST_ORDER} LIMIT ? OFFSET ?",
+        rows = self.db.query(f"SELECT * FROM trajectories WHERE {where} ORDER BY {LIST_ORDER} LIMIT ? OFFSET ?",
                              [*params, limit, offset])
         return [_decode_all(r) for r in rows]
 
@@ -543,10 +495,10 @@ class Store:
         """Like `trajectories` (same filters, same order) but light rows for a table: id, step,
         domain, group_idx, sample_idx, reward, advantage, completion_tokens, finish_reason and
         the first `SUMMARY_CHARS` characters of the completion; nothing decoded."""
-        where, params = _trajectory_filter(run_id, **filters)
+        where, params = trajectory_filter(run_id, **filters)
         sql = (f"SELECT id, step, domain, group_idx, sample_idx, reward, advantage, completion_tokens, "
                f"finish_reason, substr(completion, 1, {SUMMARY_CHARS}) AS completion FROM trajectories "
-               f"WHERE {where} ORDER BY {_LIST_ORDER} LIMIT ? OFFSET ?")
+               f"WHERE {where} ORDER BY {LIST_ORDER} LIMIT ? OFFSET ?")
         return list(self.db.query(sql, [*params, limit, offset]))
 
     @_locked
@@ -554,7 +506,7 @@ class Store:
         """How many trajectories match `filters` (as in `trajectories`), counting no further
         than ``cap + 1``: a result above `cap` means "more than cap". Reads the list index
         only (and the search index for `query`), so it stays cheap on big runs."""
-        where, params = _trajectory_filter(run_id, **filters)
+        where, params = trajectory_filter(run_id, **filters)
         sql = f"SELECT count(*) FROM (SELECT 1 FROM trajectories WHERE {where} LIMIT ?)"
         return self.db.execute(sql, [*params, cap + 1]).fetchone()[0]
 
@@ -564,13 +516,13 @@ class Store:
         like `trajectories`; at most `limit` (None: all). Reads `batch` rows at a time (keyset
         paging on the list order), holding the store's lock only while reading a batch, so
         an export of a big run neither loads it whole nor blocks other readers."""
-        where, params = _trajectory_filter(run_id, **filters)
+        where, params = trajectory_filter(run_id, **filters)
         after: list = []
         left = limit
         while left is None or left > 0:
             size = batch if left is None else min(batch, left)
-            page = f" AND (step, group_idx, sample_idx, id) > (?, ?, ?, ?)" if after else ""
-            sql = f"SELECT * FROM trajectories WHERE {where}{page} ORDER BY {_LIST_ORDER} LIMIT ?"
+            page = " AND (step, group_idx, sample_idx, id) > (?, ?, ?, ?)" if after else ""
+            sql = f"SELECT * FROM trajectories WHERE {where}{page} ORDER BY {LIST_ORDER} LIMIT ?"
             with self._lock:
                 rows = list(self.db.query(sql, [*params, *after, size]))
             for r in rows:

@@ -10,6 +10,9 @@ in ``st.cache_data``), and anything that starts or stops runs.
 
 from __future__ import annotations
 
+import difflib
+import json
+from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -202,6 +205,7 @@ def trajectories_frame(store: Store, run_id: str, **filters) -> pd.DataFrame:
 
     Columns: id, step, domain, group, sample, reward, advantage, tokens (completion
     tokens), finish (finish reason), completion (first `PREVIEW_CHARS` characters).
+    Reads light rows (`Store.trajectory_summaries`): no JSON is decoded for the table.
     """
     rows = [
         {
@@ -210,9 +214,33 @@ def trajectories_frame(store: Store, run_id: str, **filters) -> pd.DataFrame:
             "tokens": t["completion_tokens"], "finish": t["finish_reason"],
             "completion": _preview(t["completion"]),
         }
-        for t in store.trajectories(run_id, **filters)
+        for t in store.trajectory_summaries(run_id, **filters)
     ]
     return pd.DataFrame(rows, columns=TRAJ_COLUMNS)
+
+
+def trajectories_jsonl(store: Store, run_id: str, *, limit: int | None = None, **filters) -> Iterator[str]:
+    """The trajectories matching `filters` (see `Store.trajectories`) as JSON Lines: one
+    line per trajectory, in list order, with every stored field (turns, breakdown and
+    retrieval record decoded, not as JSON strings); at most `limit` lines (None: all).
+    Streams from the store a batch at a time."""
+    for t in store.export_trajectories(run_id, limit=limit, **filters):
+        yield json.dumps(t, ensure_ascii=False, default=str) + "\n"
+
+
+def completion_diff(a: dict, b: dict, max_lines: int = 2000) -> str:
+    """Unified line diff of two trajectories' completions ("" when they are equal).
+
+    Headers name them as ``#<id> (sample <i>)``; only the first `max_lines` lines of each
+    completion are compared (a note says so when one is longer).
+    """
+    left, right = (t["completion"].splitlines() for t in (a, b))
+    diff = "\n".join(difflib.unified_diff(
+        left[:max_lines], right[:max_lines], lineterm="",
+        fromfile=f"#{a['id']} (sample {a['sample_idx']})", tofile=f"#{b['id']} (sample {b['sample_idx']})"))
+    if diff and max(len(left), len(right)) > max_lines:
+        diff += f"\n(only the first {max_lines} lines of each completion compared)"
+    return diff
 
 
 def group_frame(store: Store, traj: dict) -> pd.DataFrame:
@@ -274,8 +302,6 @@ def calls_frame(traj: dict) -> pd.DataFrame:
     """Every tool call of a trajectory, one row each: turn, index in the turn, tool name,
     arguments (JSON), valid (parsed and met the tool's schema), error code (contract or
     tool failure; empty when it ran), time in ms, and the start of the observation."""
-    import json
-
     from backend.tool_env import CONTRACT_ERRORS
 
     cols = ["turn", "call", "name", "arguments", "valid", "error", "duration_ms", "observation"]

@@ -6,10 +6,18 @@ each turn: the model's text, the parsed command, its exit code, timing and outpu
 tool call with its arguments, validation result and observation; for cad domains the
 exported mesh (Plotly Mesh3d) and the geometry checks; for retrieval domains, the fragments
 the context was assembled from (with their scores).
-The table shows at most `LIMIT` rows.
+
+Filters: steps, domain, reward, finish reason and a full-text search over prompts,
+completions and turns (`Store.trajectories`). The table shows at most `LIMIT` rows; the
+count above it and the JSONL export cover every matching row (the export up to
+`EXPORT_LIMIT`, written only when the button is clicked). "Compare with" diffs the
+completion against a second trajectory, by default the sample of the same group whose
+reward differs most.
 """
 
 from __future__ import annotations
+
+import io
 
 import pandas as pd
 import streamlit as st
@@ -17,15 +25,28 @@ import streamlit as st
 from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
 from backend import views
 from backend.retrieval_service import fragments_frame
+from backend.trajectory_query import fts_query
 
 LIMIT = 500
+COUNT_CAP = 100_000  # count matching rows up to this many, then say "more than"
+EXPORT_LIMIT = 10_000  # trajectories in one JSONL export (~5 KB each for multi-turn episodes)
 ALL_DOMAINS = "All domains"
+ALL_REASONS = "All finish reasons"
+SEARCH_HELP = ('Finds trajectories whose prompt, completion or turns (model text, commands, '
+               'tool calls, outputs) contain every word. "Quoted words" must appear in that '
+               "order; a word ending in * matches its prefix (err* finds error). Case and "
+               "accents are ignored; operators like AND, OR, NEAR are searched as plain words.")
 
 
 @st.cache_data(ttl=5, show_spinner=False)
-def load_scope(path: str, run_id: str) -> tuple[tuple[int, int] | None, list[str]]:
+def load_scope(path: str, run_id: str) -> tuple[tuple[int, int] | None, list[str], list[str]]:
     store = get_store(path)
-    return store.trajectory_step_range(run_id), store.trajectory_domains(run_id)
+    return store.trajectory_step_range(run_id), store.trajectory_domains(run_id), store.finish_reasons(run_id)
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def load_count(path: str, run_id: str, **filters) -> int:
+    return get_store(path).count_trajectories(run_id, cap=COUNT_CAP, **filters)
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -43,7 +64,7 @@ def load_trajectory(path: str, traj_id: int) -> tuple[dict, pd.DataFrame, list[d
 
 def filters_for(path: str, run_id: str) -> dict | None:
     """Draw the filter widgets; None if the run has no trajectories yet."""
-    steps, domains = load_scope(path, run_id)
+    steps, domains, reasons = load_scope(path, run_id)
     if steps is None:
         st.info("No trajectories recorded for this run yet; they appear after the first step.")
         return None
@@ -56,11 +77,20 @@ def filters_for(path: str, run_id: str) -> dict | None:
             st.caption(f"Step {lo} (the only step with trajectories)")
     domain = cols[1].selectbox("Domain", [ALL_DOMAINS, *domains], key="traj_domain")
     rmin, rmax = cols[2].slider("Reward", 0.0, 1.0, (0.0, 1.0), step=0.05, key="traj_reward")
+    cols = st.columns([1, 2])
+    reason = cols[0].selectbox("Finish reason", [ALL_REASONS, *reasons], key="traj_finish")
+    text = cols[1].text_input("Search text", key="traj_search", max_chars=500, help=SEARCH_HELP,
+                              placeholder='words in the prompt, completion or turns · "exact phrase" · prefix*')
+    if text.strip() and fts_query(text) is None:
+        cols[1].caption("The search text has no letters or digits to look for; it is ignored.")
+        text = ""
     return {
         "step_min": lo, "step_max": hi,
         "domain": None if domain == ALL_DOMAINS else domain,
         "reward_min": rmin if rmin > 0.0 else None,  # full range: no reward filter at all
         "reward_max": rmax if rmax < 1.0 else None,
+        "finish_reason": None if reason == ALL_REASONS else reason,
+        "query": text.strip() or None,
     }
 
 
@@ -176,6 +206,62 @@ def show_group(traj: dict, frame: pd.DataFrame, group: list[dict]) -> None:
             st.code(other["completion"], language=None, wrap_lines=True)
 
 
+def show_export(path: str, run_id: str, filters: dict, count: int) -> None:
+    """The JSONL download of every row matching the filters (up to `EXPORT_LIMIT`), written
+    only when the button is clicked."""
+    store = get_store(path)
+
+    def build() -> bytes:
+        out = io.BytesIO()
+        for line in views.trajectories_jsonl(store, run_id, limit=EXPORT_LIMIT, **filters):
+            out.write(line.encode("utf-8"))
+        return out.getvalue()
+
+    cols = st.columns([1, 3])
+    cols[0].download_button("Export selection (JSONL)", data=build, file_name=f"{run_id}-trajectories.jsonl",
+                            mime="application/x-ndjson", on_click="ignore", key="traj_export")
+    if count > EXPORT_LIMIT:
+        note = (f"Exports the first {EXPORT_LIMIT:,} matching trajectories (the export is capped at "
+                f"{EXPORT_LIMIT:,}; narrow the filters, e.g. the steps, for the rest)")
+    else:
+        note = f"Exports all {count:,} matching trajectories, not only the rows shown"
+    cols[1].caption(note + ": one JSON object per line with every field, turns and breakdown included.")
+
+
+def compare_options(traj: dict, group: list[dict], table: pd.DataFrame) -> dict[int, str]:
+    """Trajectory id -> label of what `traj` can be compared with: the other samples of its
+    group first (the one whose reward differs most leads), then the rows of the table."""
+    others = sorted((g for g in group if g["id"] != traj["id"]),
+                    key=lambda g: (-abs(g["reward"] - traj["reward"]), g["sample_idx"]))
+    options = {g["id"]: f"#{g['id']} · sample {g['sample_idx']} of this group · reward {g['reward']:.2f}"
+               for g in others}
+    for r in table.itertuples():
+        if int(r.id) != traj["id"] and int(r.id) not in options:
+            options[int(r.id)] = (f"#{r.id} · step {r.step} · {r.domain} · group {r.group} · "
+                                  f"sample {r.sample} · reward {r.reward:.2f}")
+    return options
+
+
+def show_compare(path: str, traj: dict, group: list[dict], table: pd.DataFrame) -> None:
+    """Side by side: this completion and a second trajectory's, then their line diff."""
+    st.subheader("Compare with")
+    options = compare_options(traj, group, table)
+    if not options:
+        st.caption("No other trajectory to compare with.")
+        return
+    other_id = st.selectbox("Second trajectory", list(options), format_func=options.get,
+                            key=f"traj_compare_{traj['id']}")
+    other = load_trajectory(path, other_id)[0]
+    cols = st.columns(2)
+    for col, t in zip(cols, (traj, other)):
+        col.markdown(f"**#{t['id']}** · step {t['step']} · sample {t['sample_idx']} · "
+                     f"reward {t['reward']:.3f} · advantage {t['advantage']:+.3f}")
+        col.code(t["completion"], language=None, wrap_lines=True)
+    diff = views.completion_diff(traj, other)
+    st.markdown(f"**Line diff** (`-` lines only in #{traj['id']}, `+` lines only in #{other['id']})")
+    st.code(diff or "(the completions are identical)", language="diff", wrap_lines=True)
+
+
 def render() -> None:
     st.title("Trajectories")
     path = db_path()
@@ -187,11 +273,15 @@ def render() -> None:
     if filters is None:
         return
     table = load_trajectories(path, run_id, **filters)
-    more = f" (the first {LIMIT}; narrow the filters to see others)" if len(table) == LIMIT else ""
-    st.caption(f"{len(table)} trajectories{more}")
     if table.empty:
-        st.info("No trajectories match these filters.")
+        hint = " The search finds whole words; try fewer words or a prefix*." if filters["query"] else ""
+        st.info("No trajectories match these filters." + hint)
         return
+    count = max(load_count(path, run_id, **filters), len(table))  # cached apart: may lag the table
+    counted = f"{count:,}" if count <= COUNT_CAP else f"More than {COUNT_CAP:,}"
+    more = f"; the table shows the first {LIMIT} (narrow the filters to see others)" if count > LIMIT else ""
+    st.caption(f"{counted} trajectories match{more}")
+    show_export(path, run_id, filters, count)
     event = st.dataframe(table, hide_index=True, on_select="rerun",
                          selection_mode="single-row", key="traj_table")
     ids = [int(i) for i in table["id"]]
@@ -208,6 +298,7 @@ def render() -> None:
         show_trajectory(traj)
     with right:
         show_group(traj, group_frame, group)
+    show_compare(path, traj, group, table)
 
 
 render()

@@ -6,6 +6,7 @@ import pytest
 
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.store import Store, default_db_path
+from backend.trajectory_query import fts_query
 from trainer.types import Completion, Sample
 
 
@@ -169,3 +170,146 @@ def test_two_handles_share_the_file(tmp_path, store):
     with Store(tmp_path / "rlwb.db") as other:
         other.record_metrics(rid, 1, {"kl": 0.1})
     assert store.run_metrics(rid)[0]["value"] == 0.1
+
+
+# ---- search, filters and export (schema version 6) ------------------------------------
+
+TERMINAL_TURNS = [{"turn": 1, "action": "command", "text": "```bash\ncat notes.txt\n```", "command": "cat notes.txt",
+                   "stdout": "first line\nquokka café\n", "stderr": "", "exit_code": 0, "duration_ms": 3.0},
+                  {"turn": 2, "action": "done", "text": "DONE"}]
+TOOL_TURNS = [{"turn": 1, "action": "tool_call", "text": '<tool_call>{"name": "sql"}</tool_call>',
+               "calls": [{"index": 0, "name": "sql", "arguments": {"sql": "select 1"}, "error": None,
+                          "observation": "[[1]]\nmarmoset found", "duration_ms": 1.5}]}]
+
+
+def episode_samples(group: int = 0) -> list[Sample]:
+    """A terminal episode, a tool episode and a single-turn sample ('length'), one group."""
+    out = make_samples(group, [1.0, 0.0, 0.5], "terminal_files")
+    out[0].turns, out[1].turns = TERMINAL_TURNS, TOOL_TURNS
+    out[2].completion.finish_reason = "length"
+    return out
+
+
+def test_migration_from_version_5_makes_existing_rows_searchable(tmp_path):
+    import json
+
+    import sqlite_utils
+
+    from backend.store import MIGRATIONS
+
+    path = tmp_path / "v5.db"
+    db = sqlite_utils.Database(path)
+    for version in range(1, 6):
+        MIGRATIONS[version](db)
+    db.execute("PRAGMA user_version = 5")
+    db["runs"].insert({"id": "r1", "name": "old", "status": "completed", "config": "{}", "created_at": "2025"})
+    db["trajectories"].insert({"run_id": "r1", "step": 1, "domain": "terminal_files", "group_idx": 0,
+                               "sample_idx": 0, "prompt": "list the files", "completion": "done",
+                               "reward": 1.0, "finish_reason": "stop", "turns": json.dumps(TERMINAL_TURNS)})
+    db.close()
+    with Store(path) as store:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 6 == Store.SCHEMA_VERSION
+        assert [t["prompt"] for t in store.trajectories("r1", query="quokka")] == ["list the files"]
+        assert store.trajectories("r1", query="cafe")[0]["turns"] == TERMINAL_TURNS
+        store.record_trajectories("r1", 2, episode_samples())  # the triggers index new rows
+        assert [t["step"] for t in store.trajectories("r1", query="quokka")] == [1, 2]
+        indexes = {i.name for i in store.db["trajectories"].indexes}
+        assert "idx_trajectories_list" in indexes
+        assert "idx_trajectories_run_id_step_group_idx_sample_idx" not in indexes  # a prefix of the list index
+
+
+def test_search_reaches_turn_outputs_and_observations(store):
+    rid = store.create_run("demo", {}, 1)
+    store.record_trajectories(rid, 1, episode_samples())
+    store.record_trajectories(rid, 2, make_samples(0, [0.0]))
+
+    def found(query, **filters):
+        return [(t["step"], t["sample_idx"]) for t in store.trajectories(rid, query=query, **filters)]
+
+    assert found("marmoset") == [(1, 1)]  # only in a tool call's observation
+    assert found("quokka") == found("QUOKKA") == found("cafe") == [(1, 0)]  # stdout, after a newline
+    assert found("notes") == [(1, 0)]  # the command
+    assert found("marm*") == [(1, 1)] and found('"marmoset found"') == [(1, 1)]
+    assert found('"found marmoset"') == [] and found("marmoset quokka") == []  # phrase order; all words
+    assert found("What") == [(1, 0), (1, 1), (1, 2), (2, 0)]  # prompts
+    assert found("What", step_min=2) == [(2, 0)] and found("  ") == found(None) == found("What")
+    assert found("select") == [(1, 1)]  # tool-call arguments
+    assert found("exit_code") == [] and found("stdout") == []  # JSON keys are not text
+
+
+HOSTILE = ['"', '""', '"""', "'", "*", "**", "AND", "AND(", "OR", "NOT", "NEAR", "NEAR(a b, 2)", "(", ")",
+           "a:b", "prompt:", "-x", "^x", "+", "{a b}", "a AND", "OR b", '"unclosed', "col:\"x\"", "\\", "%",
+           "a\x00b", "\x00", "a\ud800b", "😀", "\u200b", "'; DROP TABLE trajectories; --", "x" * 5000,
+           " ".join(["a"] * 300)]
+
+
+def test_hostile_search_text_never_raises(store):
+    import random
+
+    rid = store.create_run("demo", {}, 1)
+    store.record_trajectories(rid, 1, episode_samples())
+    rng = random.Random(0)
+    alphabet = list('"\'*()^:-+{},.\\ aAnNdDoOrR\x00\t\n😀é')
+    fuzz = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(300)]
+    for text in HOSTILE + fuzz:
+        rows = store.trajectories(rid, query=text)
+        assert store.count_trajectories(rid, query=text) == len(rows)
+        assert len(list(store.export_trajectories(rid, query=text))) == len(rows)
+    assert store.trajectories(rid, query="*") == []  # nothing to look for matches nothing
+    assert fts_query('a"b AND( err* "x y" *') == '"a""b" "AND(" "err"* "x y"' and fts_query(" (* ") is None
+    assert store.trajectories(rid)  # and the table is intact
+
+
+def test_finish_reason_filter_and_count(store):
+    rid = store.create_run("demo", {}, 1)
+    store.record_trajectories(rid, 1, episode_samples(0) + episode_samples(1))
+    assert store.finish_reasons(rid) == ["length", "stop"]
+    assert store.finish_reasons(store.create_run("empty", {}, 1)) == []
+    assert [t["sample_idx"] for t in store.trajectories(rid, finish_reason="length")] == [2, 2]
+    assert store.count_trajectories(rid) == 6 and store.count_trajectories(rid, finish_reason="stop") == 4
+    assert store.count_trajectories(rid, cap=3) == 4  # counts no further than cap + 1
+    assert store.count_trajectories(rid, finish_reason="stop", reward_min=0.5, query="What") == 2
+    summaries = store.trajectory_summaries(rid, finish_reason="length")
+    assert [s["id"] for s in summaries] == [t["id"] for t in store.trajectories(rid, finish_reason="length")]
+    assert set(summaries[0]) == {"id", "step", "domain", "group_idx", "sample_idx", "reward", "advantage",
+                                 "completion_tokens", "finish_reason", "completion"}
+
+
+def test_export_yields_every_matching_row_in_list_order(store):
+    rid = store.create_run("demo", {}, 3)
+    for step in (1, 2, 3):
+        store.record_trajectories(rid, step, episode_samples(0) + episode_samples(1))
+    every = store.trajectories(rid)
+    assert list(store.export_trajectories(rid, batch=4)) == every  # pages across batch edges
+    assert list(store.export_trajectories(rid, batch=4, limit=5)) == every[:5]
+    assert list(store.export_trajectories(rid, batch=1, step_min=2, finish_reason="length")) == \
+        store.trajectories(rid, step_min=2, finish_reason="length")
+    assert next(store.export_trajectories(rid))["turns"] == TERMINAL_TURNS
+
+
+def test_search_index_follows_updates_and_deletes(store):
+    rid = store.create_run("demo", {}, 1)
+    store.record_trajectories(rid, 1, episode_samples())
+    (tid,) = [t["id"] for t in store.trajectories(rid, query="quokka")]
+    store.db.execute("UPDATE trajectories SET completion = 'wombat', turns = NULL WHERE id = ?", [tid])
+    assert store.trajectories(rid, query="quokka") == [] and len(store.trajectories(rid, query="wombat")) == 1
+    store.db.execute("DELETE FROM trajectories WHERE id = ?", [tid])
+    assert store.trajectories(rid, query="wombat") == []
+    assert store.db.execute("SELECT count(*) FROM trajectories_fts_docsize").fetchone()[0] == 2
+    vocab = "CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, trajectories_fts, row)"
+    store.db.execute(vocab)  # the deleted row's words left the index (a wrong delete would leave them)
+    words = {r[0] for r in store.db.execute("SELECT term FROM temp.v")}
+    assert "quokka" not in words and "wombat" not in words and "marmoset" in words
+
+
+def test_filtered_list_walks_the_list_index(store):
+    """The filtered list neither sorts nor reads rows that fail the filters (query plan)."""
+    from backend.trajectory_query import LIST_ORDER, trajectory_filter
+
+    filters = {"step_min": 1, "step_max": 9, "domain": "d", "reward_min": 0.5, "reward_max": 1.0,
+               "finish_reason": "stop"}
+    for extra in ({}, {"query": "word"}):
+        where, params = trajectory_filter("r", **filters, **extra)
+        plan = " | ".join(r[3] for r in store.db.execute(
+            f"EXPLAIN QUERY PLAN SELECT * FROM trajectories WHERE {where} ORDER BY {LIST_ORDER} LIMIT 500", params))
+        assert "USING INDEX idx_trajectories_list" in plan and "TEMP B-TREE" not in plan, plan

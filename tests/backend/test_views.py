@@ -104,3 +104,34 @@ def test_calls_frame_lists_each_call_and_its_validity():
     assert turns["calls"].tolist() == ["sql, sql, sql", "(none)"]
     assert turns["errors"].tolist() == ["schema_violation, sql_error", ""]
     assert views.calls_frame({"turns": None}).empty
+
+
+def test_trajectories_jsonl_and_completion_diff(store):
+    import json
+
+    from tests.backend.test_store import TERMINAL_TURNS, episode_samples
+
+    rid = store.create_run("demo", {}, 2)
+    for step in (1, 2):
+        store.record_trajectories(rid, step, episode_samples(0) + episode_samples(1))
+    lines = list(views.trajectories_jsonl(store, rid))
+    assert len(lines) == 12 and all(line.endswith("\n") and line.count("\n") == 1 for line in lines)
+    rows = [json.loads(line) for line in lines]
+    assert rows == store.trajectories(rid)  # every field, in list order
+    assert rows[0]["turns"] == TERMINAL_TURNS and rows[0]["breakdown"] == {"format": 1.0, "correct": 1.0}
+    assert "café" in lines[0]  # written as UTF-8, not \u escapes
+    assert len(list(views.trajectories_jsonl(store, rid, limit=5))) == 5
+    assert [json.loads(x)["id"] for x in views.trajectories_jsonl(store, rid, query="quokka")] == \
+        [r["id"] for r in rows if r["turns"] == TERMINAL_TURNS]
+
+    frame = views.trajectories_frame(store, rid, finish_reason="length")
+    assert list(frame.columns) == views.TRAJ_COLUMNS and list(frame["sample"]) == [2, 2, 2, 2]
+
+    a, b = rows[0], rows[1]
+    a["completion"], b["completion"] = "same\nleft only\nend", "same\nright only\nend"
+    diff = views.completion_diff(a, b)
+    assert diff.splitlines()[:2] == [f"--- #{a['id']} (sample 0)", f"+++ #{b['id']} (sample 1)"]
+    assert "-left only" in diff and "+right only" in diff and " same" in diff
+    assert views.completion_diff(a, a) == ""
+    b["completion"] = "\n".join(["x"] * 5)
+    assert views.completion_diff(a, b, max_lines=3).endswith("(only the first 3 lines of each completion compared)")

@@ -1,0 +1,65 @@
+"""The trajectory list's filters as SQL, and users' search text as a safe FTS5 query.
+
+`trajectory_filter` turns the filters of `Store.trajectories` (steps, domain, reward,
+finish reason, full-text search) into a WHERE clause over the trajectories table, written
+so that SQLite walks the list index (`LIST_ORDER`) rather than sorting; `fts_query` quotes
+whatever a person types into a query FTS5 can't reject. Pure functions: nothing here opens
+a database. The search index itself (table, triggers) is created by the store's migration 6.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Order of the trajectory list (the columns of the list index, see `backend.store._migrate_6`).
+LIST_ORDER = "step, group_idx, sample_idx, id"
+
+_FTS_PIECE = re.compile(r'"([^"]*)"|(\S+)')
+
+
+def fts_query(text: str | None) -> str | None:
+    """The user's search text as a safe FTS5 query, or None if it has no letters or digits.
+
+    Every piece is quoted, so FTS5 syntax in the text (``AND``, ``NEAR``, ``(``, ``:``,
+    ``*``, ``^``, stray quotes) is searched for as plain words and can't be a syntax error.
+    Pieces: a word (all words must occur), a "quoted phrase" (words in that order), a
+    word ending in ``*`` (prefix: ``err*`` finds "error"). Case and accents are ignored.
+    """
+    text = (text or "").replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")  # NULs, lone surrogates
+    parts = []
+    for m in _FTS_PIECE.finditer(text):
+        piece = m.group(1) if m.group(1) is not None else m.group(2)
+        prefix = m.group(2) is not None and piece.endswith("*")
+        piece = piece.rstrip("*") if prefix else piece
+        if not any(ch.isalnum() for ch in piece):
+            continue
+        parts.append('"' + piece.replace('"', '""') + '"' + ("*" if prefix else ""))
+    return " ".join(parts) or None
+
+
+def trajectory_filter(
+    run_id: str, step_min: int | None = None, step_max: int | None = None, domain: str | None = None,
+    reward_min: float | None = None, reward_max: float | None = None, finish_reason: str | None = None,
+    query: str | None = None,
+) -> tuple[str, list]:
+    """WHERE clause and parameters of the trajectory filters (see `Store.trajectories`).
+
+    Domain, reward and finish reason are written ``+column`` so SQLite keeps walking the
+    list index in list order (and checks them from the index) rather than seeking the
+    (run_id, domain) index and sorting every row of a domain.
+    """
+    where, params = ["run_id = ?"], [run_id]
+    for clause, value in (("step >= ?", step_min), ("step <= ?", step_max), ("+domain = ?", domain),
+                          ("+reward >= ?", reward_min), ("+reward <= ?", reward_max),
+                          ("+finish_reason = ?", finish_reason)):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    if query is not None and query.strip():
+        match = fts_query(query)
+        if match is None:
+            where.append("0")
+        else:
+            where.append("id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?)")
+            params.append(match)
+    return " AND ".join(where), params
