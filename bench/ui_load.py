@@ -176,22 +176,18 @@ def list_loaders(store, rid: str, filters: dict) -> None:
 
 
 def plot_loaders(store, rid: str) -> None:
-    """What the Runs page reads and builds for a run's charts (figures serialised as
-    `st.plotly_chart` does). Mirrors `app/pages/runs.py` (a page can't be imported)."""
-    import plotly.express as px
-
+    """What the Runs page reads and builds for a run's charts (the page's own figure
+    functions in `app.charts`, serialised as `st.plotly_chart` does)."""
+    from app.charts import facet_chart, line_chart
     from backend import views
 
     frame = views.metrics_frame(store, rid)
     panels, other = views.metric_panels(frame)
     charts = [*panels.items(), *views.domain_panels(frame, views.metric_domains(frame)).items()]
     for title, data in charts:
-        px.line(data, x="step", y="value", color="name", title=title, markers=data["step"].nunique() < 30,
-                height=320).to_json()
+        line_chart(data, title).to_json()
     if not other.empty:
-        rows = (other["name"].nunique() + 1) // 2
-        px.line(other, x="step", y="value", color="name", facet_col="name", facet_col_wrap=2,
-                height=260 * rows, facet_row_spacing=40 / (260 * rows)).to_json()
+        facet_chart(other, (other["name"].nunique() + 1) // 2).to_json()
 
 
 def apptest_times(db: Path, repeats: int) -> dict[str, float | str]:

@@ -9,9 +9,9 @@ resume go through `backend.runs`. A live run's panel refreshes itself every few 
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
+from app.charts import facet_chart, line_chart
 from app.common import db_path, follow_table_selection, get_store, load_runs, run_picker, runs_or_notice
 from backend import runs as run_manager
 from backend import views
@@ -38,14 +38,6 @@ def load_evaluations(path: str, run_id: str) -> pd.DataFrame:
 @st.cache_data(ttl=30, show_spinner=False)
 def load_checkpoints(path: str, run_id: str) -> pd.DataFrame:
     return views.checkpoints_frame(get_store(path), run_id)
-
-
-def line_chart(frame: pd.DataFrame, title: str, **kwargs):
-    """Plotly line chart of long-form metric rows (step, name, value), one line per name."""
-    fig = px.line(frame, x="step", y="value", color="name", title=title,
-                  markers=frame["step"].nunique() < 30, **kwargs)
-    fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
-    return fig
 
 
 def show_status(run: dict, metrics: pd.DataFrame) -> None:
@@ -78,18 +70,11 @@ def show_curves(path: str, run_id: str) -> None:
     cols = st.columns(2)
     for i, (title, frame) in enumerate(panels.items()):
         with cols[i % 2]:
-            st.plotly_chart(line_chart(frame, title, height=320), key=f"runs_chart_{i}")
+            st.plotly_chart(line_chart(frame, title), key=f"runs_chart_{i}")
     if not other.empty:
         names = other["name"].nunique()
         with st.expander(f"Other metrics ({names})"):
-            rows = (names + 1) // 2
-            # plotly caps row spacing at 1/(rows-1); keep ~40 px between rows at any count
-            fig = line_chart(other, "", facet_col="name", facet_col_wrap=2, height=260 * rows,
-                             facet_row_spacing=40 / (260 * rows))
-            fig.update_yaxes(matches=None, showticklabels=True)
-            fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-            fig.update_layout(showlegend=False)
-            st.plotly_chart(fig, key="runs_chart_other")
+            st.plotly_chart(facet_chart(other, (names + 1) // 2), key="runs_chart_other")
 
 
 def show_domains(path: str, run_id: str) -> None:
@@ -107,7 +92,7 @@ def show_domains(path: str, run_id: str) -> None:
     cols = st.columns(2)
     for i, (title, data) in enumerate(views.domain_panels(frame, picked).items()):
         with cols[i % 2]:
-            st.plotly_chart(line_chart(data, title, height=320), key=f"runs_domain_chart_{i}")
+            st.plotly_chart(line_chart(data, title), key=f"runs_domain_chart_{i}")
 
 
 def stop_run(path: str, run_id: str) -> None:
@@ -211,9 +196,7 @@ def show_compare(path: str, table: pd.DataFrame, run_id: str) -> None:
     cols = st.columns(2)
     for i, metric in enumerate(chosen):
         rows = data[data["name"] == metric]
-        fig = px.line(rows, x="step", y="value", color="run", title=metric, markers=rows["step"].nunique() < 30,
-                      height=320)
-        fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
+        fig = line_chart(rows, metric, color="run")
         with cols[i % 2]:
             st.plotly_chart(fig, key=f"runs_compare_chart_{i}")
 
