@@ -10,13 +10,17 @@ PIP := $(BIN)/python -m pip
 GPU ?=
 PORT ?= 8501
 
-.PHONY: setup sandbox-engine model quickstart ui test test-slow bench clean-venv
+.PHONY: setup sandbox-engine browser model quickstart ui test test-slow bench clean-venv
 
-setup: $(VENV)/.installed sandbox-engine
+setup: $(VENV)/.installed sandbox-engine browser
 
 # Docker engine (installed and started when missing, as root) and the rlwb-sandbox image.
 sandbox-engine: $(VENV)/.installed
 	sandboxes/engine.sh $(BIN)/rlwb
+
+# Debian's chromium for the browser tests (tests/browser/), installed as root when missing.
+browser:
+	@tests/browser/setup_chromium.sh
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
