@@ -44,6 +44,7 @@ def follow_table_selection(event: Any, ids: list, target_key: str) -> None:
     """
     memo = f"{target_key}__picked_row"
     rows = event.selection.rows if event is not None else []
+    rows = [r for r in rows if 0 <= r < len(ids)]  # a filter may have shortened the table since the pick
     if not rows:
         st.session_state.pop(memo, None)
         return

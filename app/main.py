@@ -17,13 +17,13 @@ from backend.runs import refresh_liveness
 st.set_page_config(page_title="RL Workbench", layout="wide")
 
 pages = [
-    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
-    st.Page("pages/launch.py", title="Launch", icon=":material/rocket_launch:"),
-    st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:"),
-    st.Page("pages/trajectories.py", title="Trajectories", icon=":material/route:"),
-    st.Page("pages/sandboxes.py", title="Sandboxes", icon=":material/deployed_code:"),
-    st.Page("pages/domains.py", title="Domains", icon=":material/category:"),
-    st.Page("pages/retrieval.py", title="Retrieval", icon=":material/manage_search:"),
+    st.Page("screens/home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("screens/launch.py", title="Launch", icon=":material/rocket_launch:"),
+    st.Page("screens/runs.py", title="Runs", icon=":material/monitoring:"),
+    st.Page("screens/trajectories.py", title="Trajectories", icon=":material/route:"),
+    st.Page("screens/sandboxes.py", title="Sandboxes", icon=":material/deployed_code:"),
+    st.Page("screens/domains.py", title="Domains", icon=":material/category:"),
+    st.Page("screens/retrieval.py", title="Retrieval", icon=":material/manage_search:"),
 ]
 page = st.navigation(pages)
 

@@ -45,7 +45,8 @@ def cmd_ui(args) -> int:
     if args.db:
         env["RLWB_DB"] = str(Path(args.db).resolve())
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", args.host,
-           "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+           "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--client.toolbarMode", "viewer"]
     print(f"RL Workbench page: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     os.execve(sys.executable, cmd, env)  # become the server: signals reach it directly
     return 0  # pragma: no cover - execve does not return

@@ -48,7 +48,8 @@ class RunStopped(KeyboardInterrupt):
 
 
 def _raise_stopped(signum, frame):  # pragma: no cover - exercised through a subprocess test
-    raise RunStopped(f"received signal {signum}")
+    raise RunStopped(f"by request (signal {signal.Signals(signum).name}: Stop on the page, "
+                     "`rlwb runs stop` or kill)")
 
 
 def run_dir(output_dir: str | None, run_id: str) -> Path:

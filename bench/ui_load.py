@@ -213,7 +213,7 @@ def apptest_times(db: Path, repeats: int) -> dict[str, float | str]:
     at = AppTest.from_file(MAIN, default_timeout=120)
     try:
         at.run()
-        at.switch_page("pages/runs.py")
+        at.switch_page("screens/runs.py")
         out["runs page"] = median_time(lambda: run(at), repeats)
         if not at.get("plotly_chart"):
             raise RuntimeError("the Runs page drew no chart")
@@ -221,7 +221,7 @@ def apptest_times(db: Path, repeats: int) -> dict[str, float | str]:
         out["runs page"] = f"failed: {e}"
     at = AppTest.from_file(MAIN, default_timeout=120)
     at.run()
-    at.switch_page("pages/trajectories.py").run()
+    at.switch_page("screens/trajectories.py").run()
     for case, filters in LIST_CASES.items():
         at.selectbox(key="traj_domain").select(filters.get("domain", "All domains"))
         at.slider(key="traj_reward").set_value((filters.get("reward_min", 0.0), 1.0))

@@ -9,7 +9,7 @@ from backend.domains import get_domain, registry
 from backend.store import Store
 from tests.app.test_pages import _app
 
-PAGE = "pages/domains.py"
+PAGE = "screens/domains.py"
 
 
 def _report(domain: str, passed: bool, reasons: list[str] | None = None) -> dict:

@@ -68,7 +68,7 @@ def _fill_valid(at: AppTest, model_dir) -> None:
 def test_bad_input_shows_an_inline_error_and_launches_nothing(tmp_path, monkeypatch, tiny_model_dir,
                                                               field, change, expected):
     db = tmp_path / "wb.db"
-    at = _page(db, monkeypatch, "pages/launch.py")
+    at = _page(db, monkeypatch, "screens/launch.py")
     _fill_valid(at, tiny_model_dir)
     change(at)
     _submit(at)
@@ -80,7 +80,7 @@ def test_bad_input_shows_an_inline_error_and_launches_nothing(tmp_path, monkeypa
 
 def test_a_valid_form_launches_a_background_run(tmp_path, monkeypatch, tiny_model_dir):
     db = tmp_path / "wb.db"
-    at = _page(db, monkeypatch, "pages/launch.py")
+    at = _page(db, monkeypatch, "screens/launch.py")
     _fill_valid(at, tiny_model_dir)
     at.text_input(key="launch_name").input("from-the-form")
     at.selectbox(key="launch_algorithm").select("rloo")
@@ -111,7 +111,7 @@ def test_clone_fills_the_form_from_a_run(filled_db, monkeypatch):
     with Store(filled_db) as store:
         demo = next(r for r in store.list_runs() if r["name"] == "demo")
     at = _page(filled_db, monkeypatch, None, query={"clone": demo["id"]})
-    at.switch_page("pages/launch.py").run()
+    at.switch_page("screens/launch.py").run()
     assert not at.exception
     assert at.text_input(key="launch_name").value == "demo-clone"
     assert at.number_input(key="launch_group_size").value == 4  # the demo run's config

@@ -15,7 +15,7 @@ TIMEOUT = 30
 def _app(db, monkeypatch, page: str | None = None) -> AppTest:
     monkeypatch.setenv("RLWB_DB", str(db))
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT).run()
-    at.switch_page(page or "pages/runs.py").run()  # Home is the default page
+    at.switch_page(page or "screens/runs.py").run()  # Home is the default page
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -32,7 +32,7 @@ def _texts(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
-@pytest.mark.parametrize("page", [None, "pages/trajectories.py"])
+@pytest.mark.parametrize("page", [None, "screens/trajectories.py"])
 def test_empty_db_is_friendly(tmp_path, monkeypatch, page):
     at = _app(tmp_path / "empty.db", monkeypatch, page)
     assert "No runs yet" in at.info[0].value
@@ -106,7 +106,7 @@ def test_trajectories_page_shows_selected_trajectory(filled_db, monkeypatch):
     demo = _run_id(filled_db, "demo")
     with Store(filled_db) as store:
         picked = store.trajectories(demo, step_min=2, domain="chain_sum")[2]
-    at = _app(filled_db, monkeypatch, "pages/trajectories.py")
+    at = _app(filled_db, monkeypatch, "screens/trajectories.py")
     at.selectbox(key="traj_run").select(demo).run()
     assert not at.exception
     assert at.slider(key="traj_steps").value == (1, 3)
@@ -126,7 +126,7 @@ def test_trajectories_page_shows_selected_trajectory(filled_db, monkeypatch):
 
 
 def test_trajectories_page_run_without_trajectories(filled_db, monkeypatch):
-    at = _app(filled_db, monkeypatch, "pages/trajectories.py")
+    at = _app(filled_db, monkeypatch, "screens/trajectories.py")
     at.selectbox(key="traj_run").select(_run_id(filled_db, "broken")).run()
     assert not at.exception
     assert "No trajectories recorded for this run yet" in _texts(at)
@@ -137,13 +137,13 @@ def test_run_query_parameter_selects_the_run(filled_db, monkeypatch):
     demo = _run_id(filled_db, "demo")
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
     at.query_params["run"] = demo
-    at.run().switch_page("pages/trajectories.py").run()
+    at.run().switch_page("screens/trajectories.py").run()
     assert not at.exception
     assert at.selectbox(key="traj_run").value == demo
     assert "24 trajectories" in _texts(at)
 
 
-@pytest.mark.parametrize("page", [None, "pages/trajectories.py"])
+@pytest.mark.parametrize("page", [None, "screens/trajectories.py"])
 def test_pages_render_a_real_tiny_run(tiny_run, monkeypatch, page):
     """Both pages on a database written by a real 3-step vLLM + DeepSpeed run."""
     db, run_id = tiny_run
@@ -174,7 +174,7 @@ def test_runs_page_with_many_metrics(tmp_path, monkeypatch):
 
 
 def _trajectories_page(db, monkeypatch) -> AppTest:
-    at = _app(db, monkeypatch, "pages/trajectories.py")
+    at = _app(db, monkeypatch, "screens/trajectories.py")
     at.selectbox(key="traj_run").select(_run_id(db, "demo")).run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -20,7 +20,7 @@ from backend.store import Store
 from tests.app.test_pages import _app
 from trainer.types import Completion, Sample
 
-PAGE = "pages/retrieval.py"
+PAGE = "screens/retrieval.py"
 NEEDLE = "The secret code for the amber vault is 48213."
 QUESTION = "What is the secret code for the amber vault?"
 FILLER = ("Startups grow when founders talk to users every week. Most ideas look bad at first, and the good "
@@ -222,7 +222,7 @@ def test_trajectories_page_shows_retrieved_fragments(env, monkeypatch):
             completion=Completion([2] * 4, [-0.5] * 4, "Answer: 48213", "stop"), reward=1.0,
             breakdown={"format": 1.0, "correct": 1.0}, answer="48213", difficulty=1,
             retrieval=_retrieval_record())])
-    at = _app(env, monkeypatch, "pages/trajectories.py")
+    at = _app(env, monkeypatch, "screens/trajectories.py")
     assert any(m.value == "**Retrieved fragments**" for m in at.markdown)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Context / budget (tokens)"] == "1,400 / 1,536"

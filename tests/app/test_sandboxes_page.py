@@ -39,7 +39,7 @@ def _sandbox_db(tmp_path):
 
 def test_sandboxes_page_shows_backends_executions_and_failures(tmp_path, monkeypatch):
     path, rid = _sandbox_db(tmp_path)
-    at = _app(path, monkeypatch, "pages/sandboxes.py")
+    at = _app(path, monkeypatch, "screens/sandboxes.py")
     text = _texts(at)
     assert at.title[0].value == "Sandboxes"
     assert "docker" in text and "local" in text  # both backends are reported, with their isolation
@@ -52,13 +52,13 @@ def test_sandboxes_page_shows_backends_executions_and_failures(tmp_path, monkeyp
 
 
 def test_sandboxes_page_without_executions_says_how_to_get_some(tmp_path, monkeypatch):
-    at = _app(tmp_path / "empty.db", monkeypatch, "pages/sandboxes.py")
+    at = _app(tmp_path / "empty.db", monkeypatch, "screens/sandboxes.py")
     assert any("configs/sandbox.yaml" in i.value for i in at.info)
 
 
 def test_trajectory_view_shows_each_turn(tmp_path, monkeypatch):
     path, _ = _sandbox_db(tmp_path)
-    at = _app(path, monkeypatch, "pages/trajectories.py")
+    at = _app(path, monkeypatch, "screens/trajectories.py")
     labels = [e.label for e in at.expander]
     assert "turn 1 · command · exit 0" in labels
     assert "turn 2 · invalid · invalid" in labels

@@ -43,7 +43,7 @@ def tool_db(tiny_model_dir, docker_engine, tmp_path_factory):
 
 
 def _open(path, rid, monkeypatch, domain, index):
-    at = _app(path, monkeypatch, "pages/trajectories.py")
+    at = _app(path, monkeypatch, "screens/trajectories.py")
     at.selectbox(key="traj_run").select(rid).run()
     with Store(path) as store:
         picked = store.trajectories(rid, domain=domain)[index]

@@ -161,7 +161,7 @@ def app_url(browser, browser_run, tmp_path_factory) -> str:
     last of them).
 
     Opened once at ``/`` before any test: until the router (app/main.py) has run once, the
-    server resolves deep links from the app/pages/ folder instead of the router (see
+    server resolves deep links from the app/screens/ folder instead of the router (see
     test_other_pages.py::test_a_deep_link_on_a_fresh_server_goes_through_the_router)."""
     db, _ = browser_run
     with serve_app(db, tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:

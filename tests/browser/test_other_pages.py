@@ -40,10 +40,6 @@ def test_home_lists_the_tiny_run(page, browser_run):
     assert {"id": run_id, "name": "tiny-e2e", "status": "completed"}.items() <= table_rows(page, recent)[0].items()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "app/pages/ sits next to app/main.py: until the router has run once, Streamlit serves a "
-    "deep link from that folder (file-name sidebar, no store check, no wide layout); "
-    "renaming the folder fixes it"))
 def test_a_deep_link_on_a_fresh_server_goes_through_the_router(browser, fresh_app_url):
     context = browser.new_context(base_url=fresh_app_url, viewport=VIEWPORT)
     try:

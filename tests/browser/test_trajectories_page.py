@@ -5,7 +5,6 @@ import re
 import sqlite3
 from collections import Counter
 
-import pytest
 
 from backend.store import Store
 from tests.browser.streamlit_ui import (
@@ -76,9 +75,6 @@ def test_filter_by_domain_changes_the_table(page, browser_run):
     screenshot(page, "trajectories-filtered")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "app/common.py follow_table_selection: the table keeps the picked row's index when a "
-    "filter shortens it, and ids[rows[0]] raises IndexError"))
 def test_filter_after_picking_a_row(page, browser_run):
     db, run_id = browser_run
     counts = domain_counts(db, run_id)

@@ -53,7 +53,7 @@ def show_runs(path: str) -> None:
         cols[1].metric("Running now", len(live))
         cols[2].metric("Failed", int((runs["status"] == "failed").sum()))
         st.dataframe(runs.head(RECENT), hide_index=True, key="home_runs")
-    st.page_link("pages/launch.py", label="Launch a run", icon=":material/rocket_launch:")
+    st.page_link("screens/launch.py", label="Launch a run", icon=":material/rocket_launch:")
 
 
 def show_coverage(path: str) -> None:

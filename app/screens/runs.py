@@ -130,7 +130,7 @@ def show_actions(path: str, run: dict) -> None:
                    help="Continue from the last checkpoint in a background process" if can_resume else
                    "Only a stopped or failed run with a checkpoint can resume")
     with cols[2]:
-        st.page_link("pages/launch.py", label="Clone and edit", icon=":material/content_copy:",
+        st.page_link("screens/launch.py", label="Clone and edit", icon=":material/content_copy:",
                      query_params={"clone": run["id"]})
     notice = st.session_state.pop("runs_notice", None)
     if notice:
@@ -155,7 +155,7 @@ def show_run(path: str, run_id: str) -> None:
     if pin:
         st.caption(f"Mix **{pin['name']}@{pin['version']}**: " + ", ".join(
             f"{d} ×{s['weight']:g} (levels {s['levels'][0]}-{s['levels'][1]})" for d, s in pin["domains"].items()))
-    st.page_link("pages/trajectories.py", label="Inspect this run's trajectories",
+    st.page_link("screens/trajectories.py", label="Inspect this run's trajectories",
                  icon=":material/route:", query_params={"run": run_id})
     with st.expander("Config"):
         st.json(run["config"])
@@ -204,7 +204,7 @@ def show_compare(path: str, table: pd.DataFrame, run_id: str) -> None:
 def render() -> None:
     st.title("Runs")
     path = db_path()
-    st.page_link("pages/launch.py", label="Launch a new run", icon=":material/rocket_launch:")
+    st.page_link("screens/launch.py", label="Launch a new run", icon=":material/rocket_launch:")
     table = runs_or_notice(path)
     if table is None:
         return

@@ -143,7 +143,7 @@ def render() -> None:
         st.rerun()  # draw each message under its field
     st.session_state.pop("launch_errors", None)
     load_runs.clear()
-    st.switch_page("pages/runs.py", query_params={"run": run_id})
+    st.switch_page("screens/runs.py", query_params={"run": run_id})
 
 
 render()

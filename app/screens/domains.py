@@ -163,7 +163,7 @@ def show_sample(domain):
         st.caption("The prompt holds a global summary and the best fragments of the task's documents, fitted to "
                    "the policy's token budget. Open this task on the Retrieval page (source: task) to see the "
                    "chunks, the ranking and the assembled context.")
-        st.page_link("pages/retrieval.py", label="Retrieval page", icon=":material/manage_search:")
+        st.page_link("screens/retrieval.py", label="Retrieval page", icon=":material/manage_search:")
         messages = []
     else:
         messages = build_messages(task)
