@@ -28,6 +28,13 @@ from dataclasses import dataclass
 import torch
 
 
+def _grouped(rewards: torch.Tensor) -> torch.Tensor:
+    """`rewards` as float32 (B, G); raises ValueError unless 2-D with G >= 2."""
+    if rewards.dim() != 2 or rewards.shape[1] < 2:
+        raise ValueError(f"rewards must be (B, G) with G >= 2, got shape {tuple(rewards.shape)}")
+    return rewards.to(torch.float32)
+
+
 def group_advantages(rewards: torch.Tensor, normalize_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
     """Group-relative advantages.
 
@@ -42,9 +49,7 @@ def group_advantages(rewards: torch.Tensor, normalize_std: bool = True, eps: flo
     Raises:
         ValueError: if `rewards` is not 2-D or G < 2.
     """
-    if rewards.dim() != 2 or rewards.shape[1] < 2:
-        raise ValueError(f"rewards must be (B, G) with G >= 2, got shape {tuple(rewards.shape)}")
-    r = rewards.to(torch.float32)
+    r = _grouped(rewards)
     centred = r - r.mean(dim=1, keepdim=True)
     if not normalize_std:
         return centred
@@ -63,9 +68,7 @@ def leave_one_out_advantages(rewards: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: if `rewards` is not 2-D or G < 2.
     """
-    if rewards.dim() != 2 or rewards.shape[1] < 2:
-        raise ValueError(f"rewards must be (B, G) with G >= 2, got shape {tuple(rewards.shape)}")
-    r = rewards.to(torch.float32)
+    r = _grouped(rewards)
     g = r.shape[1]
     others = (r.sum(dim=1, keepdim=True) - r) / (g - 1)
     return r - others
