@@ -107,7 +107,7 @@ def serve_app(db: Path, log: Path):
     cmd = [sys.executable, "-m", "streamlit", "run", "app/main.py",
            "--server.address", "127.0.0.1", "--server.port", str(port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
+           "--server.fileWatcherType", "none", "--client.toolbarMode", "viewer"]  # as `rlwb ui`
     env = {**os.environ, "RLWB_DB": str(db), "PYTHONPATH": str(repo)}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
