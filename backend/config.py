@@ -131,6 +131,16 @@ class RunConfig(BaseModel):
             raise ValueError("must be one line of printable text, e.g. name: quickstart")
         return v.strip()
 
+    @field_validator("mix_spec")
+    @classmethod
+    def _mix_spec_only_with_mix(cls, v: dict | None, info: ValidationInfo) -> dict | None:
+        # mix is declared (so validated) before this field. Without a mix nothing reads the
+        # pin, and a config keeps whatever it holds (a YAML alias bomb would be expanded
+        # when the run's config is stored as JSON).
+        if v is not None and info.data.get("mix") is None:
+            raise ValueError("mix_spec is filled in when a run with a stored mix starts; remove it")
+        return v
+
     @field_validator("domains", mode="before")
     @classmethod
     def _domains_as_weights(cls, v: Any) -> Any:

@@ -90,3 +90,17 @@ def test_eta_seconds():
     assert eta_seconds(run, []) is None
     assert eta_seconds({**run, "status": "completed"}, [10.0]) is None
     assert eta_seconds({**run, "step": 12}, [10.0]) == 0.0
+
+
+def test_mix_spec_without_a_mix_is_refused(store, tiny_model_dir):
+    """"Other settings" could carry a mix_spec that nothing checks without a mix: a
+    10-line YAML alias bomb there passed validation and hung the page while the run's
+    config was dumped to JSON (gigabytes)."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    extra, problem = launching.parse_extra("mix_spec:\n  " + "\n  ".join(lines) + "\n")
+    assert problem is None
+    cfg, errors = launching.check_launch({**extra, **_valid(tiny_model_dir)}, store)
+    assert cfg is None and "mix_spec is filled in" in errors["other"]
+    with pytest.raises(ConfigError, match="field 'mix_spec'"):
+        parse_config({**_valid(tiny_model_dir), "mix_spec": {"name": "math", "version": 1, "domains": {}}})
