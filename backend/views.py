@@ -223,9 +223,16 @@ def trajectories_jsonl(store: Store, run_id: str, *, limit: int | None = None, *
     """The trajectories matching `filters` (see `Store.trajectories`) as JSON Lines: one
     line per trajectory, in list order, with every stored field (turns, breakdown and
     retrieval record decoded, not as JSON strings); at most `limit` lines (None: all).
-    Streams from the store a batch at a time."""
+    Streams from the store a batch at a time. Every line encodes as UTF-8: a row holding a
+    lone surrogate (stored as a JSON escape in its turns or breakdown) is written with
+    ``\\u`` escapes instead."""
     for t in store.export_trajectories(run_id, limit=limit, **filters):
-        yield json.dumps(t, ensure_ascii=False, default=str) + "\n"
+        line = json.dumps(t, ensure_ascii=False, default=str)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            line = json.dumps(t, default=str)
+        yield line + "\n"
 
 
 def completion_diff(a: dict, b: dict, max_lines: int = 2000) -> str:

@@ -135,3 +135,9 @@ def test_trajectories_jsonl_and_completion_diff(store):
     assert views.completion_diff(a, a) == ""
     b["completion"] = "\n".join(["x"] * 5)
     assert views.completion_diff(a, b, max_lines=3).endswith("(only the first 3 lines of each completion compared)")
+
+    odd = episode_samples(2)  # a command's output with a lone surrogate and control characters
+    odd[0].turns = [{"action": "command", "command": "ls", "stdout": "bad \udcff name \x1b[31m\x00", "outcome": "ok"}]
+    store.record_trajectories(rid, 3, odd)
+    exported = [json.loads(line.encode("utf-8")) for line in views.trajectories_jsonl(store, rid, step_min=3)]
+    assert exported[0]["turns"] == odd[0].turns  # lossless, and every line is UTF-8
