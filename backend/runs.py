@@ -39,6 +39,7 @@ from backend.store import Store
 
 HEARTBEAT_S = 10.0  # a live run stamps heartbeat_at this often (seconds)
 LAPSE_S = 120.0  # a pending run with no process after this long is failed (seconds)
+PID_CLOCK_SLACK_S = 2.0  # a process's start time (psutil) may be off by up to 1 s (seconds)
 LOG_NAME = "run.log"
 STOP_REQUESTED = "stop requested"  # the run row's error while a stop signal is on its way
 
@@ -185,6 +186,24 @@ def process_alive(pid: int | None) -> bool:
         return False
 
 
+def run_process_alive(run: dict) -> bool:
+    """True if the run's process still runs: its pid is alive (`process_alive`) and is not a
+    later process that reused the pid, i.e. it started before the run's last heartbeat
+    (with `PID_CLOCK_SLACK_S` for the kernel's whole-second boot time). A run with no
+    heartbeat yet (launched or resumed, still starting) is judged by its pid alone."""
+    import psutil
+
+    if not process_alive(run["pid"]):
+        return False
+    if not run.get("heartbeat_at"):
+        return True
+    try:
+        started = psutil.Process(int(run["pid"])).create_time()
+    except psutil.Error:
+        return False
+    return started <= datetime.fromisoformat(run["heartbeat_at"]).timestamp() + PID_CLOCK_SLACK_S
+
+
 def stop(store: Store, run_id: str) -> str:
     """Stop a pending or running run: SIGTERM to its process, which marks it `stopped`
     (keeping every completed step). A run whose process is already gone is marked stopped here.
@@ -199,7 +218,7 @@ def stop(store: Store, run_id: str) -> str:
     run = store.get_run(run_id)
     if run["status"] not in ("pending", "running"):
         raise WorkbenchError(f"run {run_id} is {run['status']}; only a pending or running run can be stopped")
-    if process_alive(run["pid"]):
+    if run_process_alive(run):
         # noted first: a process killed by the signal before it can mark itself is then
         # marked stopped (not failed) by refresh_liveness
         store.update_run(run_id, error=STOP_REQUESTED)
@@ -230,7 +249,7 @@ def resume(store: Store, run_id: str, background: bool = True):
     from trainer.loop import ResumePoint
 
     run = store.get_run(run_id)
-    if run["status"] in ("pending", "running") and process_alive(run["pid"]):
+    if run["status"] in ("pending", "running") and run_process_alive(run):
         raise WorkbenchError(f"run {run_id} is {run['status']}; stop it before resuming")
     if run["status"] == "completed":
         raise WorkbenchError(f"run {run_id} is completed; clone its config to train further")
@@ -240,7 +259,9 @@ def resume(store: Store, run_id: str, background: bool = True):
                              "set checkpoint_every to save more often); clone its config to start it again")
     point = ResumePoint.load(ckpts[-1]["path"])
     store.truncate_after(run_id, point.step)
-    store.update_run(run_id, status="pending", step=point.step, error=None, traceback=None, finished_at=None)
+    # no heartbeat until the new process runs: the old one's would make it look like a reused pid
+    store.update_run(run_id, status="pending", step=point.step, error=None, traceback=None, finished_at=None,
+                     heartbeat_at=None)
     if background:
         _spawn(store, run_id, resume=True)
     return point
@@ -257,7 +278,7 @@ def refresh_liveness(store: Store) -> list[str]:
     failed = []
     now = datetime.now(timezone.utc)
     for run in store.list_runs(limit=1000):
-        if run["status"] not in ("pending", "running") or process_alive(run["pid"]):
+        if run["status"] not in ("pending", "running") or run_process_alive(run):
             continue
         if not run["pid"]:  # a launch in progress sets the pid at once; give it LAPSE_S
             created = datetime.fromisoformat(run["created_at"])

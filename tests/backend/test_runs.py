@@ -153,3 +153,27 @@ def test_refresh_liveness_fails_runs_whose_process_is_gone(tmp_path):
         assert run["status"] == "failed" and "last completed step 2 of 5" in run["error"]
         assert store.get_run(alive)["status"] == "running"
         assert store.get_run(fresh)["status"] == "pending"
+
+
+def test_a_reused_pid_is_not_the_runs_process(tmp_path):
+    """A run whose process died long ago, its pid since taken by an unrelated process: Stop
+    must not signal that process, and the run is marked as ended."""
+    from backend.runs import refresh_liveness, stop
+
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with Store(tmp_path / "wb.db") as store:
+            long_ago = "2020-01-01T00:00:00.000+00:00"  # the run's last heartbeat, before the stranger started
+            a = store.create_run("a", {"model": "tiny"}, total_steps=5)
+            b = store.create_run("b", {"model": "tiny"}, total_steps=5)
+            for rid in (a, b):
+                store.set_status(rid, "running")
+                store.update_run(rid, pid=stranger.pid, heartbeat_at=long_ago)
+            assert stop(store, a) == "marked"
+            assert store.get_run(a)["status"] == "stopped"
+            assert refresh_liveness(store) == [b]
+            assert store.get_run(b)["status"] == "failed"
+        assert stranger.poll() is None  # never signalled
+    finally:
+        stranger.kill()
+        stranger.wait()
