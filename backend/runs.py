@@ -229,7 +229,8 @@ def stop(store: Store, run_id: str) -> str:
 
 
 def resume(store: Store, run_id: str, background: bool = True):
-    """Resume a stopped or failed run from its last checkpoint.
+    """Resume a stopped or failed run from its last checkpoint (the last one whose directory
+    still holds its trainer state).
 
     Rows the run wrote after that checkpoint (trajectories, metrics, sandbox executions,
     later checkpoints) are removed first, so no step is recorded twice.
@@ -246,7 +247,7 @@ def resume(store: Store, run_id: str, background: bool = True):
         WorkbenchError: the run is pending, running or completed, or has no checkpoint
             with trainer state (the message says to clone its config instead).
     """
-    from trainer.loop import ResumePoint
+    from trainer.loop import TRAINER_STATE, ResumePoint
 
     run = store.get_run(run_id)
     if run["status"] in ("pending", "running") and run_process_alive(run):
@@ -257,7 +258,9 @@ def resume(store: Store, run_id: str, background: bool = True):
     if not ckpts:
         raise WorkbenchError(f"run {run_id} has no checkpoint to resume from (it stopped before its first one; "
                              "set checkpoint_every to save more often); clone its config to start it again")
-    point = ResumePoint.load(ckpts[-1]["path"])
+    # the newest checkpoint still on disk (a later one may have been deleted to free space)
+    usable = [c for c in ckpts if (Path(c["path"]) / TRAINER_STATE).is_file()]
+    point = ResumePoint.load((usable or ckpts)[-1]["path"])
     store.truncate_after(run_id, point.step)
     # no heartbeat until the new process runs: the old one's would make it look like a reused pid
     store.update_run(run_id, status="pending", step=point.step, error=None, traceback=None, finished_at=None,

@@ -177,3 +177,26 @@ def test_a_reused_pid_is_not_the_runs_process(tmp_path):
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_resume_skips_a_deleted_last_checkpoint(tmp_path):
+    """The newest checkpoint's directory removed (to free space): the run resumes from the
+    one before it, and the missing one's row goes with the steps after that."""
+    import json
+
+    from backend.runs import resume
+
+    with Store(tmp_path / "wb.db") as store:
+        rid = store.create_run("x", {"model": "tiny"}, total_steps=5)
+        for step in (1, 2):
+            path = tmp_path / f"step-{step}"
+            path.mkdir()
+            (path / "trainer_state.json").write_text(json.dumps(
+                {"step": step, "rng_state": [3, [0] * 625, None], "curriculum": None, "learner_steps": step}))
+            store.record_checkpoint(rid, step, str(path))
+        store.set_status(rid, "stopped")
+        (tmp_path / "step-2" / "trainer_state.json").unlink()
+        (tmp_path / "step-2").rmdir()
+        assert resume(store, rid, background=False).step == 1
+        assert [c["step"] for c in store.checkpoints(rid)] == [1]
+        assert store.get_run(rid)["status"] == "pending"
