@@ -5,6 +5,7 @@ from pathlib import Path
 
 from backend.store import Store
 from tests.conftest import TINY_RUN_STEPS
+from trainer.loop import ResumePoint
 
 
 def test_tiny_run_completes_and_records_everything(tiny_run):
@@ -44,6 +45,19 @@ def test_tiny_run_checkpoints_and_evaluations(tiny_run):
     final = Path(ckpts[-1]["path"])
     assert (final / "model.safetensors").is_file() and (final / "tokenizer_config.json").is_file()
     assert json.loads((final / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    # a resume continues the lr schedule from the optimizer steps taken, not from the step number
+    learned = sum(m["value"] > 0 for m in store.run_metrics(run_id) if m["name"] == "learner_sequences" and m["step"] <= 2)
+    assert ResumePoint.load(ckpts[0]["path"]).learner_steps == learned
     evals = store.evaluations(run_id)
     assert {e["phase"] for e in evals} == {"before", "after"}
     assert all(e["n"] == 2 for e in evals)
+
+
+def test_resume_point_of_steps_without_a_learner_step(tmp_path):
+    """zero_variance skip/resample can leave a step with no optimizer step: the schedule's
+    position is the count recorded in the checkpoint; older checkpoints fall back to the step."""
+    state = {"step": 3, "rng_state": [3, [1, 2, 624], None], "curriculum": None}
+    (tmp_path / "trainer_state.json").write_text(json.dumps({**state, "learner_steps": 1}))
+    assert ResumePoint.load(tmp_path).learner_steps == 1
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    assert ResumePoint.load(tmp_path).learner_steps is None

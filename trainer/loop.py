@@ -317,12 +317,16 @@ class ResumePoint:
         path: the checkpoint directory (HF weights of the policy).
         rng_state: the task sampler's `random.Random.getstate()` after `step`.
         curriculum: `Curriculum.snapshot()` after `step`, or None without a curriculum.
+        learner_steps: optimizer steps taken up to `step` (the learning-rate schedule's
+            position): fewer than `step` when zero-variance handling left steps without a
+            batch. None (checkpoints written before it was recorded): `step`.
     """
 
     step: int
     path: Path
     rng_state: tuple
     curriculum: dict | None = None
+    learner_steps: int | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> "ResumePoint":
@@ -339,13 +343,15 @@ class ResumePoint:
                               "resume); start a new run from it instead: set `model:` to this directory")
         data = json.loads(state_file.read_text(encoding="utf-8"))
         version, internal, gauss = data["rng_state"]
-        return cls(int(data["step"]), path, (version, tuple(internal), gauss), data.get("curriculum"))
+        learner_steps = data.get("learner_steps")
+        return cls(int(data["step"]), path, (version, tuple(internal), gauss), data.get("curriculum"),
+                   int(learner_steps) if learner_steps is not None else None)
 
 
-def _trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None) -> dict:
+def _trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, learner_steps: int) -> dict:
     version, internal, gauss = rng.getstate()
     return {"step": step, "rng_state": [version, list(internal), gauss],
-            "curriculum": curriculum.snapshot() if curriculum is not None else None}
+            "curriculum": curriculum.snapshot() if curriculum is not None else None, "learner_steps": learner_steps}
 
 
 def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
@@ -421,13 +427,14 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 if cfg.eval_tasks_per_domain:
                     run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
             else:  # the policy's weights from the checkpoint, into the engine in place
-                learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=resume.step)
+                steps_done = resume.step if resume.learner_steps is None else resume.learner_steps
+                learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=steps_done)
                 engine.update_weights(learner.named_weights())
             ckpt_root = checkpoint_dir(cfg, run_id)
 
             def save(step: int) -> Path:
-                path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer,
-                                               extra={TRAINER_STATE: _trainer_state(step, rng, curriculum)})
+                state = _trainer_state(step, rng, curriculum, learner.steps_done)
+                path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer, extra={TRAINER_STATE: state})
                 store.record_checkpoint(run_id, step, str(path))
                 return path
 
