@@ -246,6 +246,15 @@ class RunConfig(BaseModel):
                              "curriculum_lower_below: 0.2 and curriculum_raise_above: 0.8")
         return v
 
+    @field_validator("model")
+    @classmethod
+    def _absolute_model_dir(cls, v: str) -> str:
+        from backend.models import MODELS
+
+        path = Path(v).expanduser()
+        # a checkpoint directory given relative to here must be found from elsewhere too
+        return os.path.abspath(path) if v not in MODELS and path.is_dir() else v
+
     @field_validator("output_dir")
     @classmethod
     def _writable_output_dir(cls, v: str | None) -> str | None:
@@ -258,7 +267,9 @@ class RunConfig(BaseModel):
         if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
             raise ValueError(f"{str(path)!r} can't be created or written ({str(probe)!r} is not a writable "
                              "directory); choose a writable directory or leave output_dir unset")
-        return str(path)
+        # absolute: checkpoint paths and the run log are found again from another directory
+        # (the page, `rlwb runs resume` run elsewhere)
+        return os.path.abspath(path)
 
     @property
     def needs_sandbox(self) -> bool:

@@ -99,3 +99,15 @@ def test_db_that_is_not_sqlite(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "not a database" in err and "--db" in err and err.count("\n") == 1
     assert junk.read_text().startswith("this is not a database")  # nothing overwritten
+
+
+def test_relative_paths_are_stored_absolute(tiny_model_dir, tmp_path, monkeypatch):
+    """A run's checkpoints and log are found again from another directory (the page,
+    `rlwb runs resume` run elsewhere) when the config named them relative to this one."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(_write(tmp_path, f"model: {os.path.relpath(tiny_model_dir, tmp_path)}\n"
+                                       "domains: [chain_sum]\noutput_dir: out/runs\n"))
+    assert cfg.output_dir == str(tmp_path / "out" / "runs")
+    assert cfg.model == str(tiny_model_dir)
