@@ -261,10 +261,18 @@ def resume(store: Store, run_id: str, background: bool = True):
     # the newest checkpoint still on disk (a later one may have been deleted to free space)
     usable = [c for c in ckpts if (Path(c["path"]) / TRAINER_STATE).is_file()]
     point = ResumePoint.load((usable or ckpts)[-1]["path"])
+    # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
+    # the worker's pid replaces it, this process's pid marks the resume as in progress (a
+    # second resume then finds a live pid); no heartbeat until the new process beats (the
+    # old one's would make the new pid look reused).
+    claimed = store.update_run_if(
+        run_id, {"status": run["status"], "pid": run["pid"], "heartbeat_at": run["heartbeat_at"]},
+        status="pending", pid=os.getpid(), step=point.step, error=None, traceback=None, finished_at=None,
+        heartbeat_at=None)
+    if not claimed:
+        raise WorkbenchError(f"run {run_id} changed while resuming (resumed or stopped from elsewhere); "
+                             "reload and try again")
     store.truncate_after(run_id, point.step)
-    # no heartbeat until the new process runs: the old one's would make it look like a reused pid
-    store.update_run(run_id, status="pending", step=point.step, error=None, traceback=None, finished_at=None,
-                     heartbeat_at=None)
     if background:
         _spawn(store, run_id, resume=True)
     return point

@@ -323,6 +323,27 @@ class Store:
         if fields:
             self.db["runs"].update(run_id, fields)
 
+    @_locked
+    def update_run_if(self, run_id: str, expected: dict[str, Any], **fields: Any) -> bool:
+        """Compare-and-set: set `fields` only if the run's columns still hold `expected`
+        (one UPDATE, so of two callers racing on the same row at most one wins).
+
+        Returns:
+            True if the row was updated.
+
+        Raises:
+            ValueError: on an unknown column.
+        """
+        unknown = (set(fields) | set(expected)) - set(RUN_FIELDS)
+        if unknown or not fields:
+            raise ValueError(f"unknown or no run field(s) {sorted(unknown)}; valid: {RUN_FIELDS}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        conds = "".join(f" AND {k} IS ?" for k in expected)
+        with self.db.conn:
+            cur = self.db.conn.execute(f"UPDATE runs SET {sets} WHERE id = ?{conds}",
+                                       [*fields.values(), run_id, *expected.values()])
+        return cur.rowcount == 1
+
     def set_status(
         self, run_id: str, status: str, error: str | None = None, traceback: str | None = None
     ) -> None:

@@ -200,3 +200,33 @@ def test_resume_skips_a_deleted_last_checkpoint(tmp_path):
         assert resume(store, rid, background=False).step == 1
         assert [c["step"] for c in store.checkpoints(rid)] == [1]
         assert store.get_run(rid)["status"] == "pending"
+
+
+def test_a_second_resume_is_refused_while_the_first_is_starting(tmp_path):
+    """Two resumes of one run (two tabs): the run is claimed in one compare-and-set, and the
+    claimer's live pid makes the second refuse, whatever the interleaving."""
+    import json
+    import random
+
+    from backend.errors import WorkbenchError
+    from backend.runs import resume
+
+    ckpt = tmp_path / "step-2"
+    ckpt.mkdir()
+    version, internal, gauss = random.Random(3).getstate()
+    (ckpt / "trainer_state.json").write_text(json.dumps({"step": 2, "rng_state": [version, list(internal), gauss]}))
+    with Store(tmp_path / "wb.db") as store:
+        rid = store.create_run("r", {"model": "tiny"}, total_steps=5)
+        store.record_checkpoint(rid, 2, str(ckpt))
+        store.set_status(rid, "stopped")
+        stale = store.get_run(rid)
+        point = resume(store, rid, background=False)  # claims the run; nothing spawned
+        assert point.step == 2
+        run = store.get_run(rid)
+        assert run["status"] == "pending" and run["pid"] == os.getpid()
+        with pytest.raises(WorkbenchError, match="stop it before resuming"):
+            resume(store, rid, background=False)
+        # a resume that read the row before the claim loses the compare-and-set
+        assert not store.update_run_if(rid, {"status": stale["status"], "pid": stale["pid"]}, status="pending")
+        assert store.update_run_if(rid, {"status": "pending", "pid": os.getpid()}, error="x")
+        assert store.get_run(rid)["error"] == "x"
