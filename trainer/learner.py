@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,10 +38,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+STALE_BUILD_LOCK_S = 900  # DeepSpeed's op builds take a minute or two; an older lock is a dead builder's
+
+
+def _extensions_dir() -> None:
+    """Build DeepSpeed's C++ ops per environment and clear a dead builder's lock.
+
+    torch keeps compiled extensions in one per-user directory; two virtual environments
+    (two checkouts) then rebuild the same op over each other, and a process killed while
+    building leaves a ``lock`` file that makes every later build wait forever. Here the
+    directory is per environment (``$TORCH_EXTENSIONS_DIR`` wins), and a lock older than
+    `STALE_BUILD_LOCK_S` is removed, with a note on stderr.
+    """
+    root = Path(os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions")))
+    for lock in root.glob("*/lock"):
+        try:
+            age = time.time() - lock.stat().st_mtime
+            if age > STALE_BUILD_LOCK_S:
+                lock.unlink()
+                print(f"rlwb: removed a stale extension build lock {lock} ({age / 60:.0f} min old; its builder "
+                      "is gone)", file=sys.stderr)
+        except OSError:
+            continue
+
+
 def _ensure_single_process_env() -> None:
-    """Set the torch.distributed variables for a one-process job unless a launcher did."""
+    """Set the torch.distributed variables for a one-process job unless a launcher did, and
+    the extension build directory (`_extensions_dir`)."""
     import torch.distributed as dist
 
+    _extensions_dir()
     if "RANK" in os.environ and "MASTER_PORT" in os.environ:
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

@@ -53,3 +53,25 @@ def test_empty_or_oversized_batches_are_rejected(learners):
         small.step(_batch(5))
     with pytest.raises(ValueError, match="at least one sample"):
         LearnerBatch.from_samples([], pad_id=0)
+
+
+def test_extension_builds_are_per_environment_and_a_dead_builders_lock_is_cleared(tmp_path, monkeypatch, capsys):
+    import os
+    import sys
+    import time
+
+    from trainer import learner
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    stale, fresh = tmp_path / "old_op" / "lock", tmp_path / "building_op" / "lock"
+    for lock in (stale, fresh):
+        lock.parent.mkdir()
+        lock.touch()
+    old = time.time() - learner.STALE_BUILD_LOCK_S - 60
+    os.utime(stale, (old, old))
+    learner._extensions_dir()
+    assert not stale.exists() and fresh.exists()  # a build in progress keeps its lock
+    assert "stale extension build lock" in capsys.readouterr().err
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
+    learner._extensions_dir()
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == os.path.join(sys.prefix, "torch_extensions")

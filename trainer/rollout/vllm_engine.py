@@ -101,8 +101,9 @@ class VLLMEngine(RolloutEngine):
             )
         except Exception as e:  # vLLM raises many types at start-up
             raise EngineError(
-                f"vLLM could not start on {model_path}: {e}; try rollout_engine: hf, or a "
-                "lower gpu_memory_utilization / max_model_len"
+                f"vLLM could not start on {model_path}: {e}; free memory (another run may hold its "
+                "share), set a lower vllm_memory_fraction (on CPU: the share of RAM for the KV cache), "
+                "or use rollout_engine: hf"
             ) from e
 
     def generate(
