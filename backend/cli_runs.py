@@ -21,6 +21,13 @@ def _store(args):
     return Store(args.db)
 
 
+def _rlwb(args) -> str:
+    """How to call rlwb again on the same store (``rlwb --db PATH`` when --db was given)."""
+    import shlex
+
+    return f"rlwb --db {shlex.quote(str(args.db))}" if args.db else "rlwb"
+
+
 def _progress(cfg, store, start: int = 0):
     """A tqdm bar and the (on_step, on_start) callbacks that drive it."""
     from tqdm import tqdm
@@ -53,8 +60,8 @@ def cmd_run(args) -> int:
     if args.detach:
         run_id = launch(cfg, store)
         print(f"run {run_id} launched in the background (pid {store.get_run(run_id)['pid']}); log: "
-              f"{log_path(store, run_id)}; follow it with `rlwb runs show {run_id}` or `rlwb ui`, "
-              f"stop it with `rlwb runs stop {run_id}`")
+              f"{log_path(store, run_id)}; follow it with `{_rlwb(args)} runs show {run_id}` or "
+              f"`{_rlwb(args)} ui`, stop it with `{_rlwb(args)} runs stop {run_id}`")
         return 0
     bar, on_step, on_start = _progress(cfg, store)
     try:
@@ -62,7 +69,8 @@ def cmd_run(args) -> int:
     finally:
         bar.close()
     run = store.get_run(run_id)
-    print(f"run {run_id} {run['status']}: {cfg.steps} steps; see it with `rlwb ui` or `rlwb runs show {run_id}`")
+    print(f"run {run_id} {run['status']}: {cfg.steps} steps; see it with `{_rlwb(args)} ui` or "
+          f"`{_rlwb(args)} runs show {run_id}`")
     return 0
 
 

@@ -35,7 +35,7 @@ def load_evaluations(path: str, run_id: str) -> pd.DataFrame:
     return views.evaluation_table(get_store(path), run_id)
 
 
-@st.cache_data(ttl=30, show_spinner=False)
+@st.cache_data(ttl=5, show_spinner=False)
 def load_checkpoints(path: str, run_id: str) -> pd.DataFrame:
     return views.checkpoints_frame(get_store(path), run_id)
 
@@ -85,7 +85,8 @@ def show_domains(path: str, run_id: str) -> None:
     if not domains:
         return
     st.subheader("Per domain")
-    picked = st.multiselect("Domains", domains, default=domains, key=f"runs_domains_{run_id}")
+    # keyed by the domain list too: a domain first sampled at a later step joins the picked ones
+    picked = st.multiselect("Domains", domains, default=domains, key=f"runs_domains_{run_id}_{'|'.join(domains)}")
     if not picked:
         st.caption("Pick one or more domains to plot.")
         return
@@ -145,9 +146,16 @@ def show_log(path: str, run: dict) -> None:
             st.code("\n".join(lines[-80:]), language=None)
 
 
-def show_run(path: str, run_id: str) -> None:
-    """Everything about one run; drawn inside a fragment so a live run refreshes alone."""
+def show_run(path: str, run_id: str, shown: tuple[str, str] | None = None) -> None:
+    """Everything about one run; drawn inside a fragment so a live run refreshes alone.
+
+    `shown` is the run's (status, progress) in the runs table above the fragment; when the
+    run has moved on, the whole page reruns so the table (and the refresh rate) follow."""
     run = load_run(path, run_id)
+    if shown is not None and shown != (run["status"], f"{run['step'] or 0}/{run['total_steps'] or 0}"):
+        load_runs.clear()
+        load_run.clear()  # both fresh after the rerun, so they agree (no rerun loop)
+        st.rerun(scope="app")
     st.subheader(f"{run['name']} · `{run['id']}`")
     show_status(run, load_metrics(path, run_id))
     show_actions(path, run)
@@ -213,7 +221,8 @@ def render() -> None:
     follow_table_selection(event, table["id"].tolist(), "runs_run")
     run_id = run_picker(list(zip(table["id"], table["name"])), key="runs_run")
     live = load_run(path, run_id)["status"] in ("pending", "running")
-    st.fragment(show_run, run_every=LIVE_REFRESH if live else None)(path, run_id)
+    row = table.loc[table["id"] == run_id].iloc[0]
+    st.fragment(show_run, run_every=LIVE_REFRESH if live else None)(path, run_id, (row["status"], row["progress"]))
     show_compare(path, table, run_id)
 
 

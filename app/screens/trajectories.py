@@ -280,7 +280,7 @@ def render() -> None:
     count = max(load_count(path, run_id, **filters), len(table))  # cached apart: may lag the table
     counted = f"{count:,}" if count <= COUNT_CAP else f"More than {COUNT_CAP:,}"
     more = f"; the table shows the first {LIMIT} (narrow the filters to see others)" if count > LIMIT else ""
-    st.caption(f"{counted} trajectories match{more}")
+    st.caption(f"{counted} {'trajectory matches' if count == 1 else 'trajectories match'}{more}")
     show_export(path, run_id, filters, count)
     event = st.dataframe(table, hide_index=True, on_select="rerun",
                          selection_mode="single-row", key="traj_table")

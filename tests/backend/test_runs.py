@@ -73,11 +73,8 @@ def _wait(store: Store, run_id: str, done, what: str, timeout_s: float = 400.0) 
 def test_background_run_survives_kill_9_and_resumes_with_the_same_task_stream(tiny_model_dir, tmp_path):
     """launch -> kill -9 after its first checkpoint -> marked failed with the last step ->
     resume from the checkpoint -> completed; every step recorded once, tasks as planned."""
-    import random
-
     from backend.config import parse_config
-    from backend.runs import launch, refresh_liveness, resume
-    from trainer.loop import sample_tasks
+    from backend.runs import launch, process_alive
 
     cfg = parse_config({
         "name": "bg", "model": str(tiny_model_dir), "steps": 4, "domains": ["chain_sum", "basic_arithmetic"],
@@ -87,33 +84,47 @@ def test_background_run_survives_kill_9_and_resumes_with_the_same_task_stream(ti
     })
     with Store(tmp_path / "wb.db") as store:
         run_id = launch(cfg, store)
-        assert store.get_run(run_id)["pid"]  # the worker's pid is on the row at once
-        run = _wait(store, run_id, lambda r: store.checkpoints(run_id) or r["status"] in ("failed", "completed"),
-                    "a first checkpoint")
-        assert run["status"] == "running", run
-        os.kill(run["pid"], signal.SIGKILL)
-        _wait(store, run_id, lambda r: bool(refresh_liveness(store)) or r["status"] == "failed",
-              "being marked failed", timeout_s=60)
-        failed = store.get_run(run_id)
-        assert failed["status"] == "failed"
-        assert f"last completed step {failed['step']}" in failed["error"]
-        point = resume(store, run_id)
-        assert point.step == store.checkpoints(run_id)[-1]["step"] >= 1
-        done = _wait(store, run_id, lambda r: r["status"] in ("completed", "failed", "stopped"), "completion")
-        assert done["status"] == "completed", done["error"]
-        rows = store.trajectories(run_id, limit=1000)
-        per_step = {s: [r for r in rows if r["step"] == s] for s in range(1, 5)}
-        assert all(len(v) == 2 * 2 for v in per_step.values()), {s: len(v) for s, v in per_step.items()}
-        assert len(rows) == 4 * 2 * 2  # no step recorded twice
-        assert [c["step"] for c in store.checkpoints(run_id)] == [1, 2, 3, 4]
-        # the task stream is the sampler's, step after step, across the kill and the resume
-        rng = random.Random(cfg.seed)
-        for step in range(1, 5):
-            planned = [(t.domain, t.seed) for t in sample_tasks(cfg, rng, cfg.prompts_per_step)]
-            recorded = sorted({(r["group_idx"], r["domain"], r["task_seed"]) for r in per_step[step]})
-            assert [(d, s) for _, d, s in recorded] == planned, step
-        log = log_path(store, run_id).read_text()
-        assert "resuming" in log and "completed" in log
+        try:
+            _kill_then_resume(store, run_id, cfg)
+        finally:  # a failed test leaves no training process behind
+            pid = store.get_run(run_id)["pid"]
+            if pid != os.getpid() and process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _kill_then_resume(store: Store, run_id: str, cfg) -> None:
+    import random
+
+    from backend.runs import refresh_liveness, resume
+    from trainer.loop import sample_tasks
+
+    assert store.get_run(run_id)["pid"]  # the worker's pid is on the row at once
+    run = _wait(store, run_id, lambda r: store.checkpoints(run_id) or r["status"] in ("failed", "completed"),
+                "a first checkpoint")
+    assert run["status"] == "running", run
+    os.kill(run["pid"], signal.SIGKILL)
+    _wait(store, run_id, lambda r: bool(refresh_liveness(store)) or r["status"] == "failed",
+          "being marked failed", timeout_s=60)
+    failed = store.get_run(run_id)
+    assert failed["status"] == "failed"
+    assert f"last completed step {failed['step']}" in failed["error"]
+    point = resume(store, run_id)
+    assert point.step == store.checkpoints(run_id)[-1]["step"] >= 1
+    done = _wait(store, run_id, lambda r: r["status"] in ("completed", "failed", "stopped"), "completion")
+    assert done["status"] == "completed", done["error"]
+    rows = store.trajectories(run_id, limit=1000)
+    per_step = {s: [r for r in rows if r["step"] == s] for s in range(1, 5)}
+    assert all(len(v) == 2 * 2 for v in per_step.values()), {s: len(v) for s, v in per_step.items()}
+    assert len(rows) == 4 * 2 * 2  # no step recorded twice
+    assert [c["step"] for c in store.checkpoints(run_id)] == [1, 2, 3, 4]
+    # the task stream is the sampler's, step after step, across the kill and the resume
+    rng = random.Random(cfg.seed)
+    for step in range(1, 5):
+        planned = [(t.domain, t.seed) for t in sample_tasks(cfg, rng, cfg.prompts_per_step)]
+        recorded = sorted({(r["group_idx"], r["domain"], r["task_seed"]) for r in per_step[step]})
+        assert [(d, s) for _, d, s in recorded] == planned, step
+    log = log_path(store, run_id).read_text()
+    assert "resuming" in log and "completed" in log
 
 
 def test_stop_and_resume_refuse_runs_in_the_wrong_state(tmp_path):
@@ -230,3 +241,34 @@ def test_a_second_resume_is_refused_while_the_first_is_starting(tmp_path):
         assert not store.update_run_if(rid, {"status": stale["status"], "pid": stale["pid"]}, status="pending")
         assert store.update_run_if(rid, {"status": "pending", "pid": os.getpid()}, error="x")
         assert store.get_run(rid)["error"] == "x"
+
+
+def test_cli_detach_then_stop_with_the_printed_command(tiny_model_dir, tmp_path, capsys):
+    """`rlwb --db X run CFG --detach` returns at once and prints commands that work as printed."""
+    import shlex
+
+    from backend.cli import main
+    from backend.runs import process_alive, refresh_liveness
+
+    cfg = tmp_path / "bg.yaml"
+    cfg.write_text(f"name: detached\nmodel: {tiny_model_dir}\nsteps: 100\ndomains: [chain_sum]\n"
+                   "prompts_per_step: 2\ngroup_size: 2\nmicro_batch_size: 2\nmax_new_tokens: 8\n"
+                   f"vllm_compile: false\noutput_dir: {tmp_path / 'out'}\n")
+    db = tmp_path / "wb.db"
+    assert main(["--db", str(db), "run", str(cfg), "--detach"]) == 0
+    out = capsys.readouterr().out
+    with Store(db) as store:
+        (run,) = store.list_runs()
+    try:
+        stop_cmd = next(part for part in out.split("`") if part.endswith(f"runs stop {run['id']}"))
+        assert stop_cmd.startswith(f"rlwb --db {db}")
+        assert main(shlex.split(stop_cmd)[1:]) == 0  # exactly as printed, minus the program name
+        deadline = time.monotonic() + 120
+        while process_alive(run["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        if process_alive(run["pid"]):
+            os.kill(run["pid"], signal.SIGKILL)
+    with Store(db) as store:
+        refresh_liveness(store)
+        assert store.get_run(run["id"])["status"] == "stopped"

@@ -12,7 +12,7 @@ import pytest
 from backend.store import Store
 from tests.browser.conftest import _new_page, serve_app
 from tests.browser.streamlit_ui import (
-    by_label, click_button, expect, fill_number, fill_text, goto, screenshot, select_option, wait_idle,
+    by_label, click_button, expect, fill_number, fill_text, goto, screenshot, select_option, table_rows, wait_idle,
 )
 
 RUN_WAIT_MS = 480_000  # a tiny run: ~30-60 s to start vLLM + DeepSpeed, a few s per step; generous
@@ -31,13 +31,32 @@ def launch_url(browser, launch_db, tmp_path_factory):
 
 
 @pytest.fixture
-def lpage(browser, launch_url):
+def lpage(request, browser, launch_url, launch_db):
+    """A tab on the launch server; afterwards a failed test's screenshot, and no run of the
+    test left running (a failed test must not leave a training process behind)."""
+    from tests.browser.conftest import FAILED
+
     context, page = _new_page(browser, launch_url)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield page
+    if request.node.stash.get(FAILED, False):
+        screenshot(page, f"FAILED-{request.node.name}")
     context.close()
+    _stop_all(launch_db)
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def _stop_all(db) -> None:
+    from backend.runs import process_alive, stop
+
+    with Store(db) as store:
+        for run in store.list_runs():
+            if run["status"] in ("pending", "running") and process_alive(run["pid"]):
+                stop(store, run["id"])
+                deadline = time.monotonic() + 60
+                while process_alive(run["pid"]) and time.monotonic() < deadline:
+                    time.sleep(0.5)
 
 
 def _runs(db) -> list[dict]:
@@ -94,6 +113,9 @@ def test_launch_a_tiny_run_from_the_form_and_watch_it_finish(lpage, launch_db, t
     expect(_metric(lpage, "Status")).to_contain_text("completed", timeout=RUN_WAIT_MS)
     expect(_metric(lpage, "Step")).to_contain_text("3 / 3")
     wait_idle(lpage)
+    # the runs table above the live panel follows it (the panel reruns the page on a change)
+    row = next(r for r in table_rows(lpage, "runs_table") if r["id"] == run["id"])
+    assert row["status"] == "completed" and row["progress"] == "3/3", row
     screenshot(lpage, "runs-launched-run-completed")
     with Store(launch_db) as store:
         assert len(store.trajectories(run["id"], limit=100)) == 3 * 2 * 2
