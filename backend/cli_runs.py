@@ -74,11 +74,17 @@ def cmd_run(args) -> int:
     return 0
 
 
-def cmd_runs_list(args) -> int:
+def _checked_store(args):
+    """The store, with runs whose process is gone marked failed first (`refresh_liveness`)."""
     from backend.runs import refresh_liveness
 
     store = _store(args)
     refresh_liveness(store)
+    return store
+
+
+def cmd_runs_list(args) -> int:
+    store = _checked_store(args)
     runs = store.list_runs(limit=args.limit)
     if not runs:
         print("no runs yet; start one with `rlwb run configs/quickstart.yaml`")
@@ -91,10 +97,7 @@ def cmd_runs_list(args) -> int:
 
 
 def cmd_runs_show(args) -> int:
-    from backend.runs import refresh_liveness
-
-    store = _store(args)
-    refresh_liveness(store)
+    store = _checked_store(args)
     run = store.get_run(args.run_id)
     if args.json:
         print(json.dumps(run, indent=2, default=str))
