@@ -8,7 +8,7 @@ from collections import Counter
 
 from backend.store import Store
 from tests.browser.streamlit_ui import (
-    click_table_row, code_texts, expect, goto, screenshot, select_option, selectbox, squash,
+    click_table_row, code_texts, expect, fill_text, goto, screenshot, select_option, selectbox, squash,
     table_row_count, table_rows,
 )
 
@@ -84,3 +84,31 @@ def test_filter_after_picking_a_row(page, browser_run):
 
     select_option(page, "Domain", domain)
     expect(page.get_by_text(f"{n} trajectories match", exact=True)).to_be_visible()
+
+
+def test_full_text_search_and_finish_reason_filter(page, browser_run):
+    """Type a word from a stored completion into the search box: the count and the rows are
+    the store's full-text matches; then narrow by finish reason."""
+    db, run_id = browser_run
+    with Store(db) as store:
+        rows = store.trajectories(run_id, limit=1000)
+        words = Counter(w for r in rows for w in set(re.findall(r"[A-Za-z]{4,}", r["completion"])))
+        word = min(words, key=lambda w: (words[w], w))  # a rare word: the search narrows the list
+        found = store.trajectories(run_id, query=word, limit=1000)
+        reasons = Counter(r["finish_reason"] for r in found)
+    assert 0 < len(found) < len(rows)
+    goto(page, "/trajectories", "Reward breakdown", run=run_id)
+
+    fill_text(page, "Search text", word)
+    n = len(found)
+    expect(page.get_by_text(f"{n} {'trajectory matches' if n == 1 else 'trajectories match'}",
+                            exact=True)).to_be_visible()
+    assert table_row_count(page, TRAJ_TABLE) == n
+    assert {int(r["id"]) for r in table_rows(page, TRAJ_TABLE)} <= {r["id"] for r in found}  # rows on screen
+    screenshot(page, "trajectories-search")
+
+    reason, k = reasons.most_common(1)[0]
+    select_option(page, "Finish reason", reason)
+    expect(page.get_by_text(f"{k} {'trajectory matches' if k == 1 else 'trajectories match'}",
+                            exact=True)).to_be_visible()
+    assert {r["finish"] for r in table_rows(page, TRAJ_TABLE)} == {reason}
