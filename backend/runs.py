@@ -10,7 +10,7 @@ page).
 `launch` starts a run as a background process (``python -m backend.runs work RUN_ID``, its
 own session, output in the run directory's ``run.log``) that survives the page closing or
 reloading; `stop` sends it SIGTERM; `resume` starts a stopped or failed run again from its
-last checkpoint (see `trainer.loop.ResumePoint`) after removing what later steps wrote.
+last checkpoint (see `trainer.checkpoints.ResumePoint`) after removing what later steps wrote.
 `refresh_liveness` marks runs whose process is gone as failed, with the last completed
 step.
 
@@ -100,7 +100,7 @@ def run_foreground(cfg: RunConfig, store: Store,
         on_step: progress callback (step, metrics).
         on_start: called with the run id once the run row exists.
         run_id: an existing run row to run (a launched or resumed run); None creates one.
-        resume: a `trainer.loop.ResumePoint` to continue from (with `run_id`).
+        resume: a `trainer.checkpoints.ResumePoint` to continue from (with `run_id`).
 
     Returns:
         The run id.
@@ -237,7 +237,7 @@ def resume(store: Store, run_id: str, background: bool = True):
 
     Args:
         background: start a worker process (as `launch` does); False returns the
-            `trainer.loop.ResumePoint` for the caller to run with `run_foreground`.
+            `trainer.checkpoints.ResumePoint` for the caller to run with `run_foreground`.
 
     Returns:
         The `ResumePoint` the run continues from.
@@ -247,7 +247,7 @@ def resume(store: Store, run_id: str, background: bool = True):
         WorkbenchError: the run is pending, running or completed, or has no checkpoint
             with trainer state (the message says to clone its config instead).
     """
-    from trainer.loop import TRAINER_STATE, ResumePoint
+    from trainer.checkpoints import ResumePoint
 
     run = store.get_run(run_id)
     if run["status"] in ("pending", "running") and run_process_alive(run):
@@ -258,9 +258,7 @@ def resume(store: Store, run_id: str, background: bool = True):
     if not ckpts:
         raise WorkbenchError(f"run {run_id} has no checkpoint to resume from (it stopped before its first one; "
                              "set checkpoint_every to save more often); clone its config to start it again")
-    # the newest checkpoint still on disk (a later one may have been deleted to free space)
-    usable = [c for c in ckpts if (Path(c["path"]) / TRAINER_STATE).is_file()]
-    point = ResumePoint.load((usable or ckpts)[-1]["path"])
+    point = ResumePoint.latest(ckpts)
     # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
     # the worker's pid replaces it, this process's pid marks the resume as in progress (a
     # second resume then finds a live pid); no heartbeat until the new process beats (the
@@ -338,9 +336,9 @@ def _work_in(store: Store, run_id: str, resume_run: bool) -> int:
     cfg = RunConfig(**run["config"])
     point = None
     if resume_run:
-        from trainer.loop import ResumePoint
+        from trainer.checkpoints import ResumePoint
 
-        point = ResumePoint.load(store.checkpoints(run_id)[-1]["path"])
+        point = ResumePoint.latest(store.checkpoints(run_id))
         print(f"resuming {run_id} after step {point.step} from {point.path}", flush=True)
     try:
         run_foreground(cfg, store, run_id=run_id, resume=point)

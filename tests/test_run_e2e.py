@@ -5,7 +5,7 @@ from pathlib import Path
 
 from backend.store import Store
 from tests.conftest import TINY_RUN_STEPS
-from trainer.loop import ResumePoint
+from trainer.checkpoints import ResumePoint
 
 
 def test_tiny_run_completes_and_records_everything(tiny_run):

@@ -28,7 +28,6 @@ Not covered: asynchronous (off-policy) overlap.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections import defaultdict
@@ -41,6 +40,7 @@ import torch
 from backend.config import RunConfig
 from backend.domains import Task, build_messages, get_domain, train_seed
 from backend.errors import ConfigError, GenerationTimeout
+from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trainer_state
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
@@ -305,62 +305,6 @@ def tool_metrics(samples: list[Sample], key: str) -> dict[str, float]:
     return out
 
 
-TRAINER_STATE = "trainer_state.json"  # inside each checkpoint: what a resumed run needs
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    """Where a resumed run starts: the checkpoint written after `step`.
-
-    Attributes:
-        step: the last completed step (the run continues with step + 1).
-        path: the checkpoint directory (HF weights of the policy).
-        rng_state: the task sampler's `random.Random.getstate()` after `step`.
-        curriculum: `Curriculum.snapshot()` after `step`, or None without a curriculum.
-        learner_steps: optimizer steps taken up to `step` (the learning-rate schedule's
-            position): fewer than `step` when zero-variance handling left steps without a
-            batch. None (checkpoints written before it was recorded): `step`.
-    """
-
-    step: int
-    path: Path
-    rng_state: tuple
-    curriculum: dict | None = None
-    learner_steps: int | None = None
-
-    @classmethod
-    def load(cls, path: str | Path) -> "ResumePoint":
-        """Read a checkpoint's trainer state.
-
-        Raises:
-            ConfigError: the directory is missing or holds no trainer state (written by an
-                older rlwb); the message says what to do instead.
-        """
-        path = Path(path)
-        state_file = path / TRAINER_STATE
-        if not state_file.is_file():
-            raise ConfigError(f"checkpoint {path} has no {TRAINER_STATE} (missing, or written before runs could "
-                              "resume); start a new run from it instead: set `model:` to this directory")
-        data = json.loads(state_file.read_text(encoding="utf-8"))
-        version, internal, gauss = data["rng_state"]
-        learner_steps = data.get("learner_steps")
-        return cls(int(data["step"]), path, (version, tuple(internal), gauss), data.get("curriculum"),
-                   int(learner_steps) if learner_steps is not None else None)
-
-
-def _trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, learner_steps: int) -> dict:
-    version, internal, gauss = rng.getstate()
-    return {"step": step, "rng_state": [version, list(internal), gauss],
-            "curriculum": curriculum.snapshot() if curriculum is not None else None, "learner_steps": learner_steps}
-
-
-def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
-    """Where a run's checkpoints go: ``checkpoints`` in its `backend.runs.run_dir`."""
-    from backend.runs import run_dir
-
-    return run_dir(cfg.output_dir, run_id) / "checkpoints"
-
-
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,
                    runtime=None) -> dict:
     """Greedy held-out evaluation of every domain in the mix, each at the lowest level of its
@@ -427,13 +371,12 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 if cfg.eval_tasks_per_domain:
                     run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
             else:  # the policy's weights from the checkpoint, into the engine in place
-                steps_done = resume.step if resume.learner_steps is None else resume.learner_steps
-                learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=steps_done)
+                learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=resume.optimizer_steps)
                 engine.update_weights(learner.named_weights())
             ckpt_root = checkpoint_dir(cfg, run_id)
 
             def save(step: int) -> Path:
-                state = _trainer_state(step, rng, curriculum, learner.steps_done)
+                state = trainer_state(step, rng, curriculum, learner.steps_done)
                 path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer, extra={TRAINER_STATE: state})
                 store.record_checkpoint(run_id, step, str(path))
                 return path
