@@ -286,8 +286,8 @@ def refresh_liveness(store: Store) -> list[str]:
     """
     failed = []
     now = datetime.now(timezone.utc)
-    for run in store.list_runs(limit=1000):
-        if run["status"] not in ("pending", "running") or run_process_alive(run):
+    for run in store.list_runs(limit=1000, statuses=("pending", "running")):
+        if run_process_alive(run):
             continue
         if not run["pid"]:  # a launch in progress sets the pid at once; give it LAPSE_S
             created = datetime.fromisoformat(run["created_at"])

@@ -383,9 +383,11 @@ class Store:
             raise _run_not_found(run_id) from None
 
     @_locked
-    def list_runs(self, limit: int = 200) -> list[dict]:
-        """Up to `limit` runs, newest first, configs decoded."""
-        rows = self.db["runs"].rows_where(order_by="created_at DESC, rowid DESC", limit=limit)
+    def list_runs(self, limit: int = 200, statuses: tuple[str, ...] | None = None) -> list[dict]:
+        """Up to `limit` runs (only those in `statuses` if given), newest first, configs decoded."""
+        where, params = (None, None) if statuses is None else (
+            f"status IN ({', '.join('?' * len(statuses))})", list(statuses))
+        rows = self.db["runs"].rows_where(where, params, order_by="created_at DESC, rowid DESC", limit=limit)
         return [_decode(r, "config") for r in rows]
 
     @_locked
