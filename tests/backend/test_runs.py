@@ -85,14 +85,15 @@ def test_background_run_survives_kill_9_and_resumes_with_the_same_task_stream(ti
     with Store(tmp_path / "wb.db") as store:
         run_id = launch(cfg, store)
         try:
-            _kill_then_resume(store, run_id, cfg)
+            assert _kill_then_resume(store, run_id, cfg)["status"] == "completed"
         finally:  # a failed test leaves no training process behind
             pid = store.get_run(run_id)["pid"]
             if pid != os.getpid() and process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
-def _kill_then_resume(store: Store, run_id: str, cfg) -> None:
+def _kill_then_resume(store: Store, run_id: str, cfg) -> dict:
+    """kill -9 after the first checkpoint, resume, check the steps; returns the final run."""
     import random
 
     from backend.runs import refresh_liveness, resume
@@ -125,6 +126,7 @@ def _kill_then_resume(store: Store, run_id: str, cfg) -> None:
         assert [(d, s) for _, d, s in recorded] == planned, step
     log = log_path(store, run_id).read_text()
     assert "resuming" in log and "completed" in log
+    return done
 
 
 def test_stop_and_resume_refuse_runs_in_the_wrong_state(tmp_path):

@@ -46,5 +46,6 @@ def test_a_deep_link_on_a_fresh_server_goes_through_the_router(browser, fresh_ap
         page = context.new_page()
         goto(page, "/trajectories", "Trajectories")
         expect(page.get_by_test_id("stSidebar")).to_contain_text("RL Workbench", timeout=5_000)
+        assert "Store:" in page.get_by_test_id("stSidebar").inner_text()  # the router's sidebar, not file names
     finally:
         context.close()

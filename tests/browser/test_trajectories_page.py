@@ -84,6 +84,7 @@ def test_filter_after_picking_a_row(page, browser_run):
 
     select_option(page, "Domain", domain)
     expect(page.get_by_text(f"{n} trajectories match", exact=True)).to_be_visible()
+    assert table_row_count(page, TRAJ_TABLE) == n  # the stale pick did not break the shorter table
 
 
 def test_full_text_search_and_finish_reason_filter(page, browser_run):
