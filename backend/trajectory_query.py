@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-#: Order of the trajectory list (the columns of the list index, see `backend.store._migrate_6`).
+#: Order of the trajectory list (the columns of the list index, see `backend.store_schema._migrate_6`).
 LIST_ORDER = "step, group_idx, sample_idx, id"
 
 _FTS_PIECE = re.compile(r'"([^"]*)"|(\S+)')

@@ -1,0 +1,132 @@
+"""The store's schema history: one function per version, applied in order by `Store`.
+
+``MIGRATIONS[v]`` upgrades a database at version v-1 to version v (the version lives in
+``PRAGMA user_version``). Append new versions; never edit an old one, since databases in
+the field were written by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlite_utils
+
+
+def _migrate_1(db: sqlite_utils.Database) -> None:
+    """Version 1: runs, metrics, trajectories, checkpoints, evaluations."""
+    fk = [("run_id", "runs", "id")]
+    db["runs"].create({
+        "id": str, "name": str, "status": str, "config": str, "created_at": str,
+        "started_at": str, "finished_at": str, "error": str, "traceback": str, "pid": int,
+        "heartbeat_at": str, "step": int, "total_steps": int,
+    }, pk="id", not_null={"name", "status", "config", "created_at"})
+    db["runs"].create_index(["created_at"])
+    # the primary key (run_id, name, step) is the index curves are read through
+    db["metrics"].create({"run_id": str, "step": int, "name": str, "value": float},
+                         pk=("run_id", "name", "step"), foreign_keys=fk)
+    db["trajectories"].create({
+        "id": int, "run_id": str, "step": int, "domain": str, "task_seed": int,
+        "group_idx": int, "sample_idx": int, "prompt": str, "completion": str, "answer": str,
+        "reward": float, "breakdown": str, "advantage": float, "prompt_tokens": int,
+        "completion_tokens": int, "finish_reason": str, "created_at": str,
+    }, pk="id", foreign_keys=fk)
+    db["trajectories"].create_index(["run_id", "step", "group_idx", "sample_idx"])
+    db["trajectories"].create_index(["run_id", "domain"])
+    db["checkpoints"].create({"run_id": str, "step": int, "path": str, "created_at": str},
+                             pk=("run_id", "step"), foreign_keys=fk)
+    db["evaluations"].create({
+        "run_id": str, "phase": str, "domain": str, "n": int, "accuracy": float,
+        "mean_reward": float, "format_rate": float, "model": str, "created_at": str,
+    }, pk=("run_id", "phase", "domain"), foreign_keys=fk)
+
+
+def _migrate_2(db: sqlite_utils.Database) -> None:
+    """Version 2: multi-turn turns and harness faults on trajectories; sandbox executions."""
+    db["trajectories"].add_column("turns", str)
+    db["trajectories"].add_column("fault", str)
+    db["sandbox_executions"].create({
+        "id": int, "run_id": str, "step": int, "kind": str, "outcome": str, "exit_code": int,
+        "latency_ms": float, "queue_ms": float, "attempts": int, "sandbox": str, "backend": str,
+        "command": str, "error": str, "created_at": str,
+    }, pk="id")
+    db["sandbox_executions"].create_index(["created_at"])
+    db["sandbox_executions"].create_index(["run_id", "step"])
+
+
+def _migrate_3(db: sqlite_utils.Database) -> None:
+    """Version 3: the latest state of each run's sandbox pool."""
+    db["sandbox_pools"].create({
+        "run_id": str, "backend": str, "isolation": str, "size": int, "idle": int, "busy": int,
+        "replaced": int, "orphans_collected": int, "status": str, "updated_at": str,
+    }, pk="run_id")
+
+
+def _migrate_4(db: sqlite_utils.Database) -> None:
+    """Version 4: domain validation reports; named, versioned mixes; each trajectory's task level."""
+    db["trajectories"].add_column("difficulty", int)
+    db["domain_validations"].create({
+        "id": int, "domain": str, "passed": int, "reasons": str, "report": str, "created_at": str,
+    }, pk="id", not_null={"domain", "passed", "report", "created_at"})
+    db["domain_validations"].create_index(["domain", "id"])
+    db["mixes"].create({"name": str, "version": int, "spec": str, "note": str, "created_at": str},
+                       pk=("name", "version"), not_null={"spec", "created_at"})
+
+
+def _migrate_5(db: sqlite_utils.Database) -> None:
+    """Version 5: retrieval domains record how each prompt's context was assembled;
+    context-length sweeps (`rlwb eval context-length`)."""
+    db["trajectories"].add_column("retrieval", str)
+    db["context_sweeps"].create({"id": int, "model": str, "config": str, "result": str, "created_at": str},
+                                pk="id", not_null={"model", "result", "created_at"})
+
+
+def _turns_text_sql(column: str) -> str:
+    """SQL for the searchable text of a turns JSON column: its string values, space-joined
+    (model text, commands, stdout/stderr, tool names, arguments, observations). Text that
+    isn't JSON is taken as is; numbers, booleans and keys are left out."""
+    return (f"CASE WHEN json_valid({column}) THEN (SELECT group_concat(value, ' ') FROM json_tree({column}) "
+            f"WHERE type = 'text') ELSE {column} END")
+
+
+def _fts_row_sql(ref: str) -> str:
+    """The (rowid, prompt, completion, turns_text) values the search index holds for the
+    trajectory row `ref` ("new" or "old" in a trigger)."""
+    return f"{ref}.id, {ref}.prompt, {ref}.completion, {_turns_text_sql(ref + '.turns')}"
+
+
+def _migrate_6(db: sqlite_utils.Database) -> None:
+    """Version 6: full-text search over trajectories; an index for the filtered trajectory list.
+
+    ``trajectories_fts`` is an FTS5 index with external content (the trajectories table),
+    kept in sync by triggers. Its ``turns_text`` column is not a column of the content table
+    but the string values of the turns JSON, computed by the triggers (`_turns_text_sql`):
+    indexing the raw JSON would glue escapes to words (``ls\\nfoo`` -> "nfoo"). So FTS5's
+    'rebuild' and 'integrity-check' don't work on it (no such column); to rebuild, run
+    'delete-all' and refill it as below.
+    (sqlite-utils' ``enable_fts`` indexes raw columns only, hence plain SQL; a view as the
+    content table can't be used either: FTS5 can't read json_tree through one.)
+    """
+    db.execute("CREATE VIRTUAL TABLE trajectories_fts USING fts5(prompt, completion, turns_text, "
+               "content='trajectories', content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
+    cols = "rowid, prompt, completion, turns_text"
+    db.execute(f"INSERT INTO trajectories_fts ({cols}) SELECT {_fts_row_sql('trajectories')} FROM trajectories")
+    remove = (f"INSERT INTO trajectories_fts (trajectories_fts, {cols}) "
+              f"VALUES ('delete', {_fts_row_sql('old')});")
+    add = f"INSERT INTO trajectories_fts ({cols}) VALUES ({_fts_row_sql('new')});"
+    db.execute(f"CREATE TRIGGER trajectories_fts_ai AFTER INSERT ON trajectories BEGIN {add} END")
+    db.execute(f"CREATE TRIGGER trajectories_fts_ad AFTER DELETE ON trajectories BEGIN {remove} END")
+    db.execute("CREATE TRIGGER trajectories_fts_au AFTER UPDATE OF id, prompt, completion, turns ON trajectories "
+               f"BEGIN {remove} {add} END")
+    # The list reads rows of one run in (step, group, sample, id) order and filters on
+    # domain, reward and finish reason: with those in the index, rows that don't match are
+    # skipped without reading the (large) table row. It replaces the version-1 index on
+    # (run_id, step, group_idx, sample_idx), a prefix of it.
+    db.execute("DROP INDEX IF EXISTS idx_trajectories_run_id_step_group_idx_sample_idx")
+    db["trajectories"].create_index(["run_id", "step", "group_idx", "sample_idx", "id", "domain", "reward",
+                                     "finish_reason"], index_name="idx_trajectories_list")
+    db["trajectories"].create_index(["run_id", "finish_reason"])
+
+
+# version -> function that upgrades a database at version-1 to version. Append, never edit.
+MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
+    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6}
