@@ -295,8 +295,13 @@ def config_errors(data: Any) -> dict[str, str]:
     ``learning_rate``, ``domains.basic_arithmetic`` ...; ``config`` for problems of the
     whole config), in pydantic's order; an empty dict means `parse_config` accepts `data`.
     """
+    return _check(data)[1]
+
+
+def _check(data: Any) -> tuple[RunConfig | None, dict[str, str]]:
+    """(the config, {}) when `data` is valid, else (None or the config, errors by field)."""
     if not isinstance(data, dict):
-        return {"config": f"expected a mapping of fields (name: value), got {type(data).__name__}"}
+        return None, {"config": f"expected a mapping of fields (name: value), got {type(data).__name__}"}
     errors: dict[str, str] = {}
     cfg = None
     try:
@@ -313,7 +318,7 @@ def config_errors(data: Any) -> dict[str, str]:
         problem = _model_problem(model)
         if problem:
             errors["model"] = problem
-    return {} if cfg is not None and not errors else errors
+    return cfg, errors
 
 
 def _model_problem(model: str) -> str | None:
@@ -344,13 +349,13 @@ def parse_config(data: Any, source: str = "config") -> RunConfig:
     Raises:
         ConfigError: naming the first invalid field and how to fix it.
     """
-    errors = config_errors(data)
+    cfg, errors = _check(data)
     if errors:
         field, msg = next(iter(errors.items()))
         if field == "config" and not isinstance(data, dict):
             raise ConfigError(f"{source}: {msg}")
         raise ConfigError(f"{source}: field '{field}': {msg}")
-    return RunConfig(**data)
+    return cfg
 
 
 def load_config(path: str | Path) -> RunConfig:
