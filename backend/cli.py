@@ -504,7 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
     ms.add_argument("--json", action="store_true", help="print JSON")
     ms.set_defaults(fn=cmd_mix_show)
 
-    ev = sub.add_parser("eval", help="evaluation").add_subparsers(dest="eval_command", required=True)
+    ev = sub.add_parser("eval", help="capability evaluation: `rlwb eval MODEL --mix NAME`, list, show, report, "
+                        "context-length").add_subparsers(dest="eval_command", required=True)
+    from backend.cli_eval import register as register_eval
+
+    register_eval(ev, _positive)
     cl = ev.add_parser("context-length", help="needle sweep over haystack lengths and depths, with and "
                        "without retrieval; stored for the Retrieval page's heat map")
     cl.add_argument("model", help="model name (e.g. smollm2-135m) or checkpoint directory")
@@ -552,7 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `rlwb`; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    from backend.cli_eval import normalize_argv
+
+    args = build_parser().parse_args(normalize_argv(sys.argv[1:] if argv is None else argv))
     if args.db:
         os.environ["RLWB_DB"] = str(Path(args.db).resolve())
     try:

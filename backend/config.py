@@ -118,6 +118,9 @@ class RunConfig(BaseModel):
         0, ge=0, description="Held-out tasks per domain evaluated greedily before and after training (0: skip)."
     )
     eval_max_new_tokens: int = Field(64, ge=1, le=768, description="Cap on generated tokens during evaluation.")
+    eval_every: int = Field(
+        0, ge=0, description="Also evaluate the same held-out tasks every N steps during training, for the Runs "
+                             "page's curves (0: only before and after); needs eval_tasks_per_domain > 0.")
     context_budget_tokens: int = Field(
         1536, ge=128, le=131_072, description="Retrieval domains: tokens of retrieved context (global summary + "
                                               "fragments) in each prompt; the model's window must hold it plus "
@@ -244,6 +247,14 @@ class RunConfig(BaseModel):
         if hi is not None and v >= hi:
             raise ValueError(f"must be below curriculum_raise_above ({hi}); got {v}, e.g. set "
                              "curriculum_lower_below: 0.2 and curriculum_raise_above: 0.8")
+        return v
+
+    @field_validator("eval_every")
+    @classmethod
+    def _eval_every_needs_tasks(cls, v: int, info: ValidationInfo) -> int:
+        if v and not info.data.get("eval_tasks_per_domain"):
+            raise ValueError(f"evaluating every {v} steps needs held-out tasks: set eval_tasks_per_domain "
+                             "(e.g. 20) or eval_every: 0")
         return v
 
     @field_validator("model")

@@ -66,3 +66,10 @@ class GenerationTimeout(WorkbenchError):
 class DocumentError(WorkbenchError, ValueError):
     """A document given to retrieval can't be used (empty, binary, too large, undecodable);
     the message says what was wrong and what to do instead."""
+
+
+class EvalNotFound(WorkbenchError, KeyError):
+    """No evaluation with the given id exists in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "evaluation not found"

@@ -23,14 +23,11 @@ shared between threads (one lock guards its connection), but each process opens 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
-import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +35,8 @@ import platformdirs
 import sqlite_utils
 
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
+from backend.eval_store import EvalVerbs
+from backend.store_common import decode, locked, new_id, now
 from backend.store_schema import MIGRATIONS
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
@@ -65,31 +64,14 @@ def _run_not_found(run_id: str) -> RunNotFound:
     return RunNotFound(f"run '{run_id}' not found; list runs with `rlwb runs list`")
 
 
-def _now() -> str:
-    """Current time as ISO-8601 UTC with milliseconds (sorts lexicographically)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+_now = now
+_locked = locked
+_decode = decode
 
 
 def _new_run_id() -> str:
     """Short sortable id: ``r`` + UTC ``yyyymmdd-HHMMSS`` + ``-`` + 4 hex digits."""
-    return "r" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-
-
-def _locked(method):
-    """Run a `Store` method while holding the store's lock (one connection, many threads)."""
-
-    @functools.wraps(method)
-    def wrapper(self: "Store", *args, **kwargs):
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
-
-
-def _decode(row: dict, column: str) -> dict:
-    """Decode the JSON text in `column` of a row (NULL -> {})."""
-    row[column] = json.loads(row[column]) if row.get(column) else {}
-    return row
+    return new_id("r")
 
 
 def _decode_turns(row: dict) -> dict:
@@ -106,7 +88,7 @@ def _decode_all(row: dict) -> dict:
 #: Characters of the completion a `Store.trajectory_summaries` row carries.
 SUMMARY_CHARS = 400
 
-class Store:
+class Store(EvalVerbs):
     """Domain verbs over the workbench's SQLite database.
 
     Args:
@@ -116,7 +98,7 @@ class Store:
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 6
+    SCHEMA_VERSION = 7
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)

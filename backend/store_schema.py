@@ -127,6 +127,24 @@ def _migrate_6(db: sqlite_utils.Database) -> None:
     db["trajectories"].create_index(["run_id", "finish_reason"])
 
 
+def _migrate_7(db: sqlite_utils.Database) -> None:
+    """Version 7: capability evaluations (`rlwb eval MODEL`): one row per evaluation with the
+    model's identity and the suite's settings, one row per sampled completion with its
+    task's exact (domain, level, seed)."""
+    db["eval_runs"].create({
+        "id": str, "model": str, "model_path": str, "identity": str, "suite": str, "status": str,
+        "error": str, "summary": str, "extras": str, "run_id": str, "step": int, "pid": int,
+        "created_at": str, "finished_at": str,
+    }, pk="id", not_null={"model", "suite", "status", "created_at"})
+    db["eval_runs"].create_index(["created_at"])
+    db["eval_samples"].create({
+        "eval_id": str, "domain": str, "level": int, "task_seed": int, "sample_idx": int, "reward": float,
+        "correct": int, "format": float, "calls": int, "valid_calls": int, "turns": int,
+        "finish_reason": str, "completion": str, "fault": str,
+    }, pk=("eval_id", "domain", "level", "task_seed", "sample_idx"), foreign_keys=[("eval_id", "eval_runs", "id")])
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
-    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6}
+    1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
+    7: _migrate_7}

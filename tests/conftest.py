@@ -34,7 +34,7 @@ def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, str]:
         "domains": ["basic_arithmetic", "chain_sum", "letter_counting"],
         "prompts_per_step": 2, "group_size": 4, "micro_batch_size": 4, "max_new_tokens": 16,
         "learning_rate": 1e-3, "kl_coef": 0.05, "checkpoint_every": 2, "eval_tasks_per_domain": 2,
-        "eval_max_new_tokens": 8, "vllm_compile": False, "output_dir": str(root / "out"),
+        "eval_max_new_tokens": 8, "eval_every": 2, "vllm_compile": False, "output_dir": str(root / "out"),
     })
     db = root / "run.db"
     with Store(db) as store:

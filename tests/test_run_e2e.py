@@ -3,6 +3,9 @@
 import json
 from pathlib import Path
 
+import pytest
+
+from backend import views
 from backend.store import Store
 from tests.conftest import TINY_RUN_STEPS
 from trainer.checkpoints import ResumePoint
@@ -49,8 +52,16 @@ def test_tiny_run_checkpoints_and_evaluations(tiny_run):
     learned = sum(m["value"] > 0 for m in store.run_metrics(run_id) if m["name"] == "learner_sequences" and m["step"] <= 2)
     assert ResumePoint.load(ckpts[0]["path"]).learner_steps == learned
     evals = store.evaluations(run_id)
-    assert {e["phase"] for e in evals} == {"before", "after"}
+    assert {e["phase"] for e in evals} == {"before", "step-2", "after"}  # eval_every: 2 of 3 steps
     assert all(e["n"] == 2 for e in evals)
+    # the Runs page's curves: before at step 0, step-2 at 2, after at the last step; a mean line
+    curves = views.evaluation_curves(store, run_id)
+    domains = {e["domain"] for e in evals}
+    assert set(curves["name"]) == domains | {"mean"}
+    assert sorted(curves[curves["name"] == "mean"]["step"]) == [0, 2, TINY_RUN_STEPS]
+    after = {e["domain"]: e["accuracy"] for e in evals if e["phase"] == "after"}
+    last = curves[curves["step"] == TINY_RUN_STEPS].set_index("name")["value"]
+    assert last["mean"] == pytest.approx(sum(after.values()) / len(after))
 
 
 def test_resume_point_of_steps_without_a_learner_step(tmp_path):

@@ -305,10 +305,29 @@ def tool_metrics(samples: list[Sample], key: str) -> dict[str, float]:
     return out
 
 
+def engine_options(cfg: RunConfig, model_path) -> dict:
+    """The rollout engine's options for a run (`open_engine`'s **kw): vLLM's memory share and
+    eager mode, and for mixes with retrieval domains the context window they need (checked
+    against the model's before anything starts).
+
+    Raises:
+        ConfigError: a retrieval mix that doesn't fit the model's window.
+    """
+    window = retrieval_window(cfg, model_path) if any(
+        get_domain(name).kind == "retrieval" for name in cfg.domain_specs()) else None
+    if cfg.rollout_engine != "vllm":
+        return {}
+    kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
+    if window is not None:
+        kw["max_model_len"] = window
+    return kw
+
+
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,
                    runtime=None) -> dict:
     """Greedy held-out evaluation of every domain in the mix, each at the lowest level of its
-    range; results go to the store."""
+    range (the same `eval_tasks_per_domain` tasks every time); results go to the store
+    under `phase` ("before", "step-N", "after")."""
     from trainer.evaluate import evaluate
 
     levels = {d: lo for d, (_, lo, _) in cfg.domain_specs().items()}
@@ -351,14 +370,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
         if curriculum is not None and resume.curriculum:
             curriculum.restore(resume.curriculum)
         first = resume.step + 1
-    engine_kw = {}
-    # retrieval prompts are long: check the model's window before anything starts
-    window = retrieval_window(cfg, model_path) if any(
-        get_domain(name).kind == "retrieval" for name in cfg.domain_specs()) else None
-    if cfg.rollout_engine == "vllm":
-        engine_kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
-        if window is not None:
-            engine_kw["max_model_len"] = window
+    engine_kw = engine_options(cfg, model_path)
     # sandboxes first: a missing Docker engine fails the run before the engines spend a minute starting
     with maybe_runtime(cfg) as runtime:
         if runtime is not None:
@@ -386,6 +398,9 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                                      curriculum)
                 if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
                     save(step)
+                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                    run_evaluation(engine, tokenizer, cfg, store, run_id, f"step-{step}",
+                                   f"{run_id} policy at step {step}", runtime)
                 if on_step:
                     on_step(step, metrics)
             path = save(cfg.steps)

@@ -91,6 +91,7 @@ def render() -> None:
             ("max_new_tokens", "Max new tokens", int, 1), ("max_turns", "Max turns (multi-turn)", int, 1),
             ("seed", "Seed", int, 1), ("checkpoint_every", "Checkpoint every N steps (0: end only)", int, 1),
             ("eval_tasks_per_domain", "Held-out eval tasks per domain", int, 1),
+            ("eval_every", "Evaluate every N steps (0: before and after only)", int, 1),
         ]
         got = {}
         cols = st.columns(4)

@@ -36,6 +36,11 @@ def load_evaluations(path: str, run_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=5, show_spinner=False)
+def load_evaluation_curves(path: str, run_id: str) -> pd.DataFrame:
+    return views.evaluation_curves(get_store(path), run_id)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
 def load_checkpoints(path: str, run_id: str) -> pd.DataFrame:
     return views.checkpoints_frame(get_store(path), run_id)
 
@@ -173,7 +178,12 @@ def show_run(path: str, run_id: str, shown: tuple[str, str] | None = None) -> No
     evals = load_evaluations(path, run_id)
     if not evals.empty:
         st.subheader("Evaluation")
-        st.caption("Accuracy per domain on held-out tasks, by phase.")
+        curves = load_evaluation_curves(path, run_id)
+        if curves["step"].nunique() > 1:
+            st.plotly_chart(line_chart(curves, "Held-out accuracy (greedy), mean and per domain"),
+                            key=f"eval_curves_{run_id}")
+        st.caption("Accuracy per domain on held-out tasks, by phase (`eval_every` adds a phase every N steps). "
+                   "Sampled pass@k with confidence intervals: `rlwb eval RUN_ID` and the Evaluation page.")
         percent = {c: st.column_config.NumberColumn(format="percent")
                    for c in evals.columns if c not in ("domain", "n")}
         st.dataframe(evals, hide_index=True, column_config=percent)

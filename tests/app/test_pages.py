@@ -51,8 +51,10 @@ def test_runs_page_shows_selected_run(filled_db, monkeypatch):
     assert "Evaluation" in text and "Checkpoints" in text
     assert any(e.label.startswith("Other metrics (1)") for e in at.expander)  # loss (entropy has its panel)
     # overall: reward, kl, entropy, length, zero-variance, throughput + other; per domain: reward,
-    # pass rate, length, zero-variance, curriculum level and pass rate
-    assert len(at.get("plotly_chart")) == 7 + 6
+    # pass rate, length, zero-variance, curriculum level and pass rate; held-out accuracy (before, after)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 7 + 6 + 1
+    assert sum(c.key.startswith("eval_curves_") for c in charts) == 1
     assert at.button(key="runs_stop").disabled and at.button(key="runs_resume").disabled  # a completed run
 
     at.selectbox(key="runs_run").select(_run_id(filled_db, "broken")).run()

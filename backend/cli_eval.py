@@ -1,0 +1,196 @@
+"""`rlwb eval ...`: capability evaluations and their reports.
+
+    rlwb eval MODEL_OR_CHECKPOINT --mix NAME     evaluate (a name, a directory, RUN_ID or RUN_ID:STEP)
+    rlwb eval list | show ID                      stored evaluations
+    rlwb eval report A [B] [--html out.html]      base (A) against checkpoint (B)
+    rlwb eval context-length MODEL                the needle sweep (backend/cli.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+SUBCOMMANDS = ("run", "list", "show", "report", "context-length")
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """``rlwb eval MODEL ...`` is ``rlwb eval run MODEL ...``: insert "run" when the word
+    after "eval" is not one of its sub-commands or an option (global options first)."""
+    out = list(argv)
+    for i, word in enumerate(out):
+        if word == "eval":
+            if i + 1 < len(out) and out[i + 1] not in SUBCOMMANDS and not out[i + 1].startswith("-"):
+                out.insert(i + 1, "run")
+            return out
+        if not word.startswith("-") and (i == 0 or out[i - 1] != "--db"):
+            return out  # another command
+    return out
+
+
+def _store(args):
+    from backend.store import Store
+
+    return Store(args.db)
+
+
+def _fmt(v, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def cmd_eval_run(args) -> int:
+    from backend.evaluation import evaluate_model, parse_settings
+
+    settings = parse_settings({
+        "mix": args.mix, "domains": args.domains, "difficulty": args.difficulty,
+        "tasks_per_domain": args.tasks, "samples": args.samples, "ks": args.k, "temperature": args.temperature,
+        "max_new_tokens": args.max_new_tokens, "seed_offset": args.seed_offset, "seed": args.seed,
+        "rollout_engine": args.engine, "context_sweep": not args.no_context_sweep})
+    store = _store(args)
+    eval_id = evaluate_model(store, args.model, settings, progress=lambda line: print(line, file=sys.stderr))
+    _print_eval(store.get_eval(eval_id))
+    print(f"\nevaluation {eval_id} stored; compare two with `rlwb eval report A_ID {eval_id}` "
+          "or on the page under Evaluation")
+    return 0
+
+
+def _print_eval(ev: dict) -> None:
+    suite, summary, extras = ev["suite"], ev["summary"], ev["extras"]
+    ks = suite.get("ks", [1])
+    src = f" (run {ev['run_id']}, step {ev['step']})" if ev.get("run_id") else ""
+    print(f"evaluation {ev['id']}: {ev['model']}{src} · {ev['status']}")
+    print(f"  weights sha256 {ev['identity'].get('sha256', '?')[:16]}…, {ev['identity'].get('bytes', 0) / 1e6:.0f} MB")
+    mix = suite.get("mix_pinned")
+    print(f"  {len(suite.get('domains', {}))} domains{' from mix ' + mix['name'] + '@' + str(mix['version']) if mix else ''}"
+          f", {suite.get('tasks_per_domain')} held-out tasks each x {suite.get('samples')} samples at temperature "
+          f"{suite.get('temperature')}")
+    if ev["status"] == "failed":
+        print(f"  error: {(ev.get('error') or '').splitlines()[0] if ev.get('error') else '?'}")
+    if not summary:
+        return
+    names = [f"pass@{k}" for k in ks] + ["mean_reward"]
+    print(f"  {'domain':<24}" + "".join(f"{n:>22}" for n in names))
+    rows = list(summary["domains"].items()) + [("all domains", summary["overall"])]
+    for d, per in rows:
+        cells = []
+        for n in names:
+            e = per.get(n)
+            cells.append("-" if not e else f"{e['value']:.3f} [{e['low']:.2f}, {e['high']:.2f}]")
+        print(f"  {d:<24}" + "".join(f"{c:>22}" for c in cells))
+    if "tool_calls" in extras:
+        t = extras["tool_calls"]
+        print(f"  tool-call validity: {t['validity']:.3f} ({t['valid_calls']}/{t['calls']} calls)")
+    if "multi_turn" in extras:
+        m = extras["multi_turn"]
+        print(f"  multi-turn success: {m['success']['value']:.3f} [{m['success']['low']:.2f}, "
+              f"{m['success']['high']:.2f}] over {m['tasks']} tasks, {m['mean_turns']:.1f} turns per episode")
+    if "context" in extras:
+        c = extras["context"]
+        print(f"  usable context length (needle sweep, full context): {c['usable_tokens'] or 'below the shortest'}"
+              f" tokens; with retrieval: {c['usable_tokens_retrieval'] or 'below the shortest'}")
+
+
+def cmd_eval_list(args) -> int:
+    from backend.evaluation import refresh_eval_liveness
+
+    store = _store(args)
+    refresh_eval_liveness(store)
+    evals = store.list_evals(limit=args.limit)
+    if not evals:
+        print("no evaluations yet; run one with `rlwb eval smollm2-135m --mix NAME` (see `rlwb mix list`)")
+        return 0
+    print(f"{'id':<23} {'status':<10} {'model':<34} {'tasks':>9} {'pass@1':>7} created")
+    for ev in evals:
+        overall = (ev["summary"] or {}).get("overall", {}).get("pass@1")
+        suite = ev["suite"]
+        size = f"{len(suite.get('domains', {}))}x{suite.get('tasks_per_domain')}"
+        model = ev["model"] if len(ev["model"]) <= 34 else "…" + ev["model"][-33:]
+        print(f"{ev['id']:<23} {ev['status']:<10} {model:<34} {size:>9} "
+              f"{_fmt(overall['value'] if overall else None):>7} {ev['created_at'][:19]}")
+    return 0
+
+
+def cmd_eval_show(args) -> int:
+    from backend.evaluation import refresh_eval_liveness
+
+    store = _store(args)
+    refresh_eval_liveness(store)
+    ev = store.get_eval(args.eval_id)
+    if args.json:
+        print(json.dumps(ev, indent=2))
+    else:
+        _print_eval(ev)
+    return 0
+
+
+def cmd_eval_report(args) -> int:
+    from backend.eval_report import build_report, headline_text, write_html
+
+    from backend.evaluation import resolve_eval_ref
+
+    store = _store(args)
+    ids = [resolve_eval_ref(store, ref) for ref in [args.a] + ([args.b] if args.b else [])]
+    report = build_report(store, ids)
+    print(headline_text(report))
+    if args.html:
+        write_html(store, ids, args.html)
+        print(f"\nreport written to {args.html}")
+    return 0
+
+
+def _k_list(text: str) -> list[int]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise argparse.ArgumentTypeError(f"{text!r}: give k values as positive whole numbers, e.g. 1,8")
+    return [int(t) for t in items]
+
+
+def _domain_list(text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("give at least one domain, comma-separated, e.g. chain_sum,basic_arithmetic")
+    return items
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; e.g. 1.0") from None
+    if not 0.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the temperature must be between 0 and 2")
+    return value
+
+
+def register(ev: argparse._SubParsersAction, positive) -> None:
+    """Add `run`, `list`, `show` and `report` to the `rlwb eval` sub-command parser `ev`."""
+    r = ev.add_parser("run", help="evaluate a model or checkpoint on held-out tasks (also: `rlwb eval MODEL ...`)")
+    r.add_argument("model", help="a fetched model (smollm2-135m), a checkpoint directory, RUN_ID (its newest "
+                   "checkpoint) or RUN_ID:STEP")
+    r.add_argument("--mix", help="a stored mix, NAME or NAME@VERSION (`rlwb mix list`)")
+    r.add_argument("--domains", type=_domain_list, help="comma-separated domains instead of a mix")
+    r.add_argument("--difficulty", type=positive, default=1, help="level of --domains tasks (default 1)")
+    r.add_argument("--tasks", type=positive, default=50, help="held-out tasks per domain (default 50)")
+    r.add_argument("--samples", type=positive, default=8, help="completions per task, n of pass@k (default 8)")
+    r.add_argument("--k", type=_k_list, default=[1, 8], help="k values of pass@k, each <= samples (default 1,8)")
+    r.add_argument("--temperature", type=_temperature, default=1.0, help="sampling temperature (default 1.0)")
+    r.add_argument("--max-new-tokens", type=positive, default=64, help="answer budget in tokens (default 64)")
+    r.add_argument("--seed-offset", type=int, default=0, help="start this many seeds into the held-out range")
+    r.add_argument("--seed", type=int, default=0, help="the engine's sampling seed (default 0)")
+    r.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="rollout engine (default vllm)")
+    r.add_argument("--no-context-sweep", action="store_true", help="skip the needle sweep for needle_haystack")
+    r.set_defaults(fn=cmd_eval_run)
+    li = ev.add_parser("list", help="stored evaluations, newest first")
+    li.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
+    li.set_defaults(fn=cmd_eval_list)
+    sh = ev.add_parser("show", help="one evaluation's results")
+    sh.add_argument("eval_id")
+    sh.add_argument("--json", action="store_true", help="print the stored row as JSON")
+    sh.set_defaults(fn=cmd_eval_show)
+    rep = ev.add_parser("report", help="base (A) against checkpoint (B): per-domain deltas with bootstrap CIs")
+    rep.add_argument("a", help="the baseline (e.g. the base model): an evaluation id, or a training run id for "
+                     "the newest completed evaluation of its checkpoints")
+    rep.add_argument("b", nargs="?", help="what to compare against A (e.g. the checkpoint), the same way")
+    rep.add_argument("--html", help="also write a self-contained HTML report to this file")
+    rep.set_defaults(fn=cmd_eval_report)

@@ -1,0 +1,135 @@
+"""The store's evaluation verbs (`rlwb eval MODEL`): `Store` inherits them.
+
+An evaluation is one row of ``eval_runs`` (the model as given, its resolved path and
+identity -- weights' sha256 and size, the training run and step of a checkpoint --, the
+suite's settings including the exact task seeds, status, and the summary once finished)
+and one row of ``eval_samples`` per sampled completion, keyed by its task's exact
+(domain, level, task_seed) and the sample's index.
+
+    eval_id = store.create_eval("smollm2-135m", path, identity, suite)
+    store.record_eval_samples(eval_id, rows)            # any number of batches
+    store.finish_eval(eval_id, "completed", summary={...})
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+from backend.errors import EvalNotFound, WorkbenchError
+from backend.store_common import decode, locked, new_id, now
+
+EVAL_STATUSES = ("running", "completed", "failed")
+SAMPLE_COLUMNS = ("domain", "level", "task_seed", "sample_idx", "reward", "correct", "format", "calls",
+                  "valid_calls", "turns", "finish_reason", "completion", "fault")
+_JSON_COLUMNS = ("identity", "suite", "summary", "extras")
+
+
+def _eval_not_found(eval_id: str) -> EvalNotFound:
+    return EvalNotFound(f"evaluation '{eval_id}' not found; list evaluations with `rlwb eval list`")
+
+
+def _decoded(row: dict) -> dict:
+    for column in _JSON_COLUMNS:
+        decode(row, column)
+    return row
+
+
+class EvalVerbs:
+    """Evaluation verbs of `backend.store.Store` (uses its ``db`` and ``_lock``)."""
+
+    @locked
+    def create_eval(self, model: str, model_path: str, identity: dict, suite: dict,
+                    run_id: str | None = None, step: int | None = None) -> str:
+        """Insert an evaluation in status 'running' (this process's pid) and return its id,
+        e.g. ``e20261130-081500-ab12``.
+
+        Args:
+            model: the model as the user named it (a name, path, RUN_ID or RUN_ID:STEP).
+            model_path: the resolved checkpoint directory.
+            identity: {"sha256", "bytes", ...} of the weights (`backend.evaluation.model_identity`).
+            suite: the settings: domains and levels, seeds, samples, ks, temperature, ...
+            run_id, step: the training run and step a checkpoint came from, if any.
+        """
+        row = {"model": model, "model_path": str(model_path), "identity": json.dumps(identity),
+               "suite": json.dumps(suite), "status": "running", "run_id": run_id, "step": step,
+               "pid": os.getpid(), "created_at": now()}
+        for _ in range(10):  # 4 hex digits can collide within one second; retry
+            try:
+                eval_id = new_id("e")
+                with self.db.conn:
+                    self.db["eval_runs"].insert({"id": eval_id, **row})
+                return eval_id
+            except sqlite3.IntegrityError:
+                continue
+        raise WorkbenchError("could not allocate a unique evaluation id; try again")
+
+    def _require_eval(self, eval_id: str) -> None:
+        if not self.db.execute("SELECT 1 FROM eval_runs WHERE id = ?", [eval_id]).fetchone():
+            raise _eval_not_found(eval_id)
+
+    @locked
+    def record_eval_samples(self, eval_id: str, rows: list[dict]) -> int:
+        """Insert sample rows (keys of SAMPLE_COLUMNS; missing ones NULL) in one transaction;
+        a repeat of (domain, level, task_seed, sample_idx) replaces. Returns the rows written.
+
+        Raises:
+            EvalNotFound: no such evaluation.
+        """
+        self._require_eval(eval_id)
+        with self.db.conn:
+            self.db["eval_samples"].insert_all(
+                ({"eval_id": eval_id, **{c: r.get(c) for c in SAMPLE_COLUMNS}} for r in rows),
+                replace=True, batch_size=500)
+        return len(rows)
+
+    @locked
+    def finish_eval(self, eval_id: str, status: str, summary: dict | None = None,
+                    extras: dict | None = None, error: str | None = None) -> None:
+        """Mark an evaluation completed or failed, with its summary and extras (tool use,
+        context length, ...) as JSON.
+
+        Raises:
+            EvalNotFound: no such evaluation.
+            ValueError: a status other than EVAL_STATUSES.
+        """
+        if status not in EVAL_STATUSES:
+            raise ValueError(f"invalid evaluation status {status!r}; use one of {EVAL_STATUSES}")
+        self._require_eval(eval_id)
+        fields = {"status": status, "finished_at": now(), "error": error}
+        if summary is not None:
+            fields["summary"] = json.dumps(summary)
+        if extras is not None:
+            fields["extras"] = json.dumps(extras)
+        with self.db.conn:
+            self.db["eval_runs"].update(eval_id, fields)
+
+    @locked
+    def get_eval(self, eval_id: str) -> dict:
+        """One evaluation with its JSON columns decoded. Raises EvalNotFound."""
+        rows = list(self.db["eval_runs"].rows_where("id = ?", [eval_id]))
+        if not rows:
+            raise _eval_not_found(eval_id)
+        return _decoded(rows[0])
+
+    @locked
+    def list_evals(self, statuses: tuple[str, ...] | None = None, limit: int = 200) -> list[dict]:
+        """The newest evaluations first (JSON columns decoded), optionally only those in `statuses`."""
+        where, args = None, []
+        if statuses:
+            where = f"status IN ({', '.join('?' for _ in statuses)})"
+            args = list(statuses)
+        rows = self.db["eval_runs"].rows_where(where, args, order_by="created_at DESC, id DESC", limit=limit)
+        return [_decoded(r) for r in rows]
+
+    @locked
+    def eval_samples(self, eval_id: str, with_completions: bool = False) -> list[dict]:
+        """The sample rows of an evaluation in (domain, level, task_seed, sample_idx) order;
+        the completion text only if `with_completions`. Raises EvalNotFound."""
+        self._require_eval(eval_id)
+        cols = [c for c in SAMPLE_COLUMNS if with_completions or c != "completion"]
+        sql = (f"SELECT {', '.join(cols)} FROM eval_samples WHERE eval_id = ? "
+               "ORDER BY domain, level, task_seed, sample_idx")
+        cur = self.db.execute(sql, [eval_id])
+        return [dict(zip(cols, r)) for r in cur.fetchall()]

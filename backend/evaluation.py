@@ -1,0 +1,382 @@
+"""Capability evaluation of one model or checkpoint over a mix (`rlwb eval MODEL --mix NAME`).
+
+For every domain of the mix, `tasks_per_domain` held-out tasks (seeds from
+`backend.domains.heldout_seeds`, a range training never samples; the levels of the mix's
+range in turn) are each sampled `samples` times at `temperature`; every completion is
+scored by its domain's verifier and stored (`backend.eval_store`) with its task's exact
+(domain, level, seed). The summary holds, per domain and family, pass@k for each k (the
+unbiased estimator of Chen et al. 2021), mean reward and answer-format rate with bootstrap
+intervals (`backend.eval_stats`); tool-call validity (valid calls / calls) for tool-use
+domains; multi-turn success (the share of episodes solved) for multi-turn domains; and,
+when the mix has `needle_haystack`, the usable context length from a needle sweep.
+
+    eval_id = evaluate_model(store, "smollm2-135m", EvalSettings(mix="quickstart"))
+    eval_id = evaluate_model(store, "r20261129-161545-a23c", EvalSettings())   # its last checkpoint, its domains
+
+The model is named as a fetched model (``smollm2-135m``), a checkpoint directory, a
+training run (``RUN_ID``: its newest checkpoint) or ``RUN_ID:STEP``. Its identity (the
+weights' sha256 and size) is stored with the results, so two evaluations of the same
+weights can be recognised whatever path they were loaded from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+NEEDLE_DOMAIN = "needle_haystack"
+SWEEP_LENGTHS = (1_000, 2_000, 4_000, 8_000, 16_000)  # SmolLM2 tokens; cut at the model's window
+SWEEP_DEPTHS = (10, 50, 90)  # percent
+
+
+class EvalSettings(BaseModel):
+    """What `evaluate_model` runs. Domains come from `mix` (a stored mix, NAME[@VERSION]),
+    else `domains` (names, at `difficulty`), else the training run the checkpoint came from.
+
+    Raises (through construction): pydantic ValidationError naming the field; use
+    `parse_settings` for a ConfigError.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mix: str | None = Field(None, description="A stored mix, NAME or NAME@VERSION (`rlwb mix list`).")
+    domains: list[str] | None = Field(None, description="Domain names, when no mix is given.")
+    difficulty: int = Field(1, ge=1, le=5, description="Level of the tasks of `domains`.")
+    tasks_per_domain: int = Field(50, ge=1, le=10_000, description="Held-out tasks per domain.")
+    samples: int = Field(8, ge=1, le=256, description="Completions sampled per task (n of pass@k).")
+    ks: list[int] = Field([1, 8], min_length=1, description="The k values of pass@k, each 1..samples.")
+    temperature: float = Field(1.0, ge=0.0, le=2.0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(64, ge=1, le=4096, description="Cap on generated tokens per answer (per turn).")
+    seed_offset: int = Field(0, ge=0, description="Start this many seeds into the held-out range.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds the rollout engine's sampling.")
+    rollout_engine: str = Field("vllm", pattern="^(vllm|hf)$", description="vllm (default) or hf.")
+    context_sweep: bool = Field(True, description="Measure usable context length when the mix has needle_haystack.")
+
+    @model_validator(mode="after")
+    def _ks_within_samples(self) -> "EvalSettings":
+        bad = [k for k in self.ks if not 1 <= k <= self.samples]
+        if bad:
+            raise ValueError(f"ks {bad} must each be between 1 and samples ({self.samples}); "
+                             f"raise samples or drop those k")
+        if self.mix is not None and self.domains:
+            raise ValueError("give either mix or domains, not both")
+        self.ks = sorted(set(self.ks))
+        return self
+
+
+def parse_settings(data: dict) -> EvalSettings:
+    """`EvalSettings` from a dict; raises ConfigError naming the first bad field and the fix."""
+    try:
+        return EvalSettings.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise ConfigError(f"field '{field}': {err['msg'].removeprefix('Value error, ')}") from None
+
+
+def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
+    """The checkpoint directory a model reference names, and the training run and step it
+    came from (None, None for a base model or a directory no run recorded).
+
+    `ref` is a fetched model name, a checkpoint directory, ``RUN_ID`` (the run's newest
+    checkpoint) or ``RUN_ID:STEP``.
+
+    Raises:
+        ModelNotFound: nothing by that name, or a run without (that) checkpoint.
+    """
+    from backend.models import resolve_model
+
+    run_id, _, step = ref.partition(":")
+    if run_id.startswith("r") and not Path(ref).exists():
+        try:
+            checkpoints = store.checkpoints(run_id)
+            store.get_run(run_id)
+        except RunNotFound:
+            checkpoints = None
+        if checkpoints is not None:
+            if step:
+                if not step.isdigit():
+                    raise ModelNotFound(f"'{ref}': the step after ':' must be a number, e.g. {run_id}:20")
+                checkpoints = [c for c in checkpoints if c["step"] == int(step)]
+            usable = [c for c in checkpoints if Path(c["path"], "config.json").is_file()]
+            if not usable:
+                have = ", ".join(str(c["step"]) for c in store.checkpoints(run_id)) or "none"
+                raise ModelNotFound(f"run {run_id} has no usable checkpoint{' at step ' + step if step else ''} "
+                                    f"(checkpoints on record: {have}); see `rlwb runs show {run_id}`")
+            return Path(usable[-1]["path"]), run_id, usable[-1]["step"]
+    path = resolve_model(ref)
+    for run in store.list_runs(limit=500):  # a checkpoint given by its path: find its run
+        for ck in store.checkpoints(run["id"]):
+            if Path(ck["path"]).resolve() == Path(path).resolve():
+                return Path(path), run["id"], ck["step"]
+    return Path(path), None, None
+
+
+def model_identity(path: Path) -> dict:
+    """What identifies a model's weights whatever path they load from: the sha256 over its
+    weight files (name and content, in name order), their total size in bytes and names,
+    and the architecture from config.json.
+
+    Raises:
+        ModelNotFound: the directory holds no weight files.
+    """
+    import json
+
+    files = sorted(p for p in Path(path).iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not files:
+        raise ModelNotFound(f"{path} holds no weight files ({', '.join(WEIGHT_SUFFIXES)})")
+    digest, size = hashlib.sha256(), 0
+    for f in files:
+        digest.update(f.name.encode() + b"\0")
+        with f.open("rb") as fh:
+            while chunk := fh.read(1 << 22):
+                digest.update(chunk)
+                size += len(chunk)
+    config = {}
+    if Path(path, "config.json").is_file():
+        config = json.loads(Path(path, "config.json").read_text())
+    return {"sha256": digest.hexdigest(), "bytes": size, "files": [f.name for f in files],
+            "architecture": (config.get("architectures") or [None])[0],
+            "name_or_path": config.get("_name_or_path")}
+
+
+def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | None):
+    """The `RunConfig` an evaluation plays its tasks under: the training run's config when
+    the checkpoint has one (its multi-turn budgets and sandbox backend), with the model,
+    the domains (mix or list) and the answer budget replaced; the mix pinned.
+
+    Raises:
+        ConfigError: no domains given and no run to take them from; an unknown mix or domain.
+    """
+    from backend.config import parse_config
+    from backend.mixes import resolve_mix
+
+    data = dict(store.get_run(run_id)["config"]) if run_id else {}
+    if settings.mix is None and not settings.domains and not data:
+        raise ConfigError("field 'mix': name a stored mix (`--mix NAME`, see `rlwb mix list`) or domains "
+                          "(`--domains chain_sum,basic_arithmetic`); only a training run's checkpoint brings its own")
+    if settings.mix is not None:
+        data.update(mix=settings.mix, mix_spec=None, domains={})
+    elif settings.domains:
+        data.update(mix=None, mix_spec=None, domains=dict.fromkeys(settings.domains, 1.0),
+                    difficulty=settings.difficulty, curriculum=False)
+    data.update(model=str(model_path), max_new_tokens=min(settings.max_new_tokens, 4096),
+                rollout_engine=settings.rollout_engine, seed=settings.seed, curriculum=False)
+    for key in ("output_dir", "name"):
+        data.pop(key, None)
+    return resolve_mix(parse_config(data, source="evaluation"), store)
+
+
+def suite_tasks(domains: dict[str, tuple[int, int]], tasks_per_domain: int, seed_offset: int = 0):
+    """The held-out tasks of a suite as (domain, level, seed): for each domain the first
+    `tasks_per_domain` held-out seeds from `seed_offset`, the levels lo..hi taken in turn.
+
+    Raises:
+        ConfigError: the seeds would leave the held-out range.
+    """
+    from backend.domains import heldout_seeds
+
+    seeds = heldout_seeds(tasks_per_domain, seed_offset)
+    out = []
+    for d, (lo, hi) in domains.items():
+        levels = list(range(lo, hi + 1))
+        out += [(d, levels[i % len(levels)], s) for i, s in enumerate(seeds)]
+    return out
+
+
+def sample_row(s) -> dict:
+    """The stored row of one scored `trainer.types.Sample` (see `backend.eval_store`)."""
+    from backend.domains import PASS_THRESHOLD
+
+    b = s.breakdown
+    return {"domain": s.domain, "level": s.difficulty, "task_seed": s.task_seed, "sample_idx": s.index,
+            "reward": float(s.reward), "correct": int(float(b.get("correct", 0.0)) >= PASS_THRESHOLD),
+            "format": float(b.get("format", 0.0)), "calls": b.get("calls"), "valid_calls": b.get("valid_calls"),
+            "turns": len(s.turns) if s.turns else None, "finish_reason": s.completion.finish_reason,
+            "completion": s.completion.text, "fault": s.fault}
+
+
+def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[str], None] | None = None) -> str:
+    """Evaluate a model or checkpoint and store everything; returns the evaluation's id.
+
+    The evaluation is recorded (status "running") before the engine starts, each domain's
+    samples as soon as they are scored, and the summary at the end; a failure marks it
+    "failed" with the error and re-raises.
+
+    Args:
+        store: a `backend.store.Store`.
+        ref: the model (see `resolve_eval_model`).
+        settings: the suite.
+        progress: optional callback for status lines.
+
+    Raises:
+        ModelNotFound, ConfigError: before anything is recorded.
+        EngineError, SandboxUnavailable: the engine or sandboxes can't start (recorded as failed).
+    """
+    say = progress or (lambda _msg: None)
+    model_path, run_id, step = resolve_eval_model(store, ref)
+    cfg = eval_config(store, settings, model_path, run_id)
+    specs = {d: (lo, hi) for d, (_, lo, hi) in cfg.domain_specs().items()}
+    tasks = suite_tasks(specs, settings.tasks_per_domain, settings.seed_offset)
+    say(f"model {model_path}: hashing the weights")
+    identity = model_identity(model_path)
+    suite = {**settings.model_dump(), "domains": {d: list(r) for d, r in specs.items()},
+             "mix_pinned": ({"name": cfg.mix_spec["name"], "version": cfg.mix_spec["version"]}
+                            if cfg.mix_spec else None),
+             "seeds": sorted({s for _, _, s in tasks}), "max_turns": cfg.max_turns,
+             "sandbox_backend": cfg.sandbox_backend if cfg.needs_sandbox else None}
+    eval_id = store.create_eval(ref, str(model_path), identity, suite, run_id=run_id, step=step)
+    try:
+        summary, extras = _play(store, eval_id, cfg, model_path, tasks, settings, say)
+    except BaseException as e:
+        store.finish_eval(eval_id, "failed", error=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-4000:]}")
+        raise
+    store.finish_eval(eval_id, "completed", summary=summary, extras=extras)
+    return eval_id
+
+
+def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSettings, say) -> tuple[dict, dict]:
+    from transformers import AutoTokenizer
+
+    from backend.domains import get_domain
+    from trainer.episodes import maybe_runtime
+    from trainer.loop import engine_options, rollout
+    from trainer.rollout import open_engine
+
+    from backend.models import context_window
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    rows: list[dict] = []
+    sweep = settings.context_sweep and NEEDLE_DOMAIN in {t[0] for t in tasks}
+    engine_kw = engine_options(cfg, model_path)
+    if sweep and "max_model_len" in engine_kw:  # the sweep's full-context asks fill the whole window
+        engine_kw["max_model_len"] = context_window(model_path, default=engine_kw["max_model_len"])
+    with maybe_runtime(cfg) as runtime:
+        engine = open_engine(cfg.rollout_engine, model_path, seed=settings.seed, dtype=cfg.dtype, **engine_kw)
+        try:
+            for d in dict.fromkeys(t[0] for t in tasks):
+                domain = get_domain(d)
+                batch = [domain.make_task(seed, level) for name, level, seed in tasks if name == d]
+                samples = rollout(engine, tokenizer, batch, settings.samples, settings.max_new_tokens,
+                                  settings.temperature, settings.top_p, runtime=runtime, cfg=cfg)
+                got = [sample_row(s) for s in samples]
+                store.record_eval_samples(eval_id, got)
+                rows += got
+                solved = sum(r["correct"] for r in got) / max(len(got), 1)
+                say(f"{d}: {len(batch)} tasks x {settings.samples} samples, {solved:.0%} correct")
+            extras = {}
+            if sweep:
+                say("needle sweep for the usable context length")
+                extras["context"] = context_extras(store, engine, tokenizer, model_path, settings)
+        finally:
+            engine.close()
+    summary = summary_of(rows, settings.ks)
+    extras.update(capability_extras(rows))
+    return summary, extras
+
+
+def summary_of(rows: list[dict], ks) -> dict:
+    """The JSON summary stored with an evaluation: `backend.eval_stats.summarize` with its
+    estimates as dicts, families from the domain registry."""
+    from backend.domains import get_domain
+    from backend.eval_stats import summarize
+
+    families = {d: _family(get_domain, d) for d in {r["domain"] for r in rows}}
+    return _jsonable(summarize(rows, ks, families))
+
+
+def _family(get_domain, name: str) -> str:
+    try:
+        return get_domain(name).family
+    except WorkbenchError:
+        return "other"
+
+
+def _jsonable(obj):
+    if hasattr(obj, "as_dict"):
+        return obj.as_dict()
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def capability_extras(rows: list[dict]) -> dict:
+    """Tool use and multi-turn results over the whole suite: {"tool_calls": {"calls",
+    "valid_calls", "validity"}} when any tool call was made; {"multi_turn": {"episodes",
+    "tasks", "success" (Estimate over tasks of the share solved), "mean_turns"}} when any
+    episode had turns."""
+    from backend.eval_stats import bootstrap_mean, task_results
+
+    out: dict = {}
+    calls = sum(int(r.get("calls") or 0) for r in rows if not r.get("fault"))
+    if calls:
+        valid = sum(int(r.get("valid_calls") or 0) for r in rows if not r.get("fault"))
+        out["tool_calls"] = {"calls": calls, "valid_calls": valid, "validity": valid / calls}
+    multi = [r for r in rows if r.get("turns")]
+    if multi:
+        per_task = task_results(multi)
+        out["multi_turn"] = {"episodes": len(multi), "tasks": len(per_task),
+                             "success": bootstrap_mean([t["c"] / t["n"] for t in per_task.values()]).as_dict(),
+                             "mean_turns": sum(r["turns"] for r in multi) / len(multi)}
+    return out
+
+
+def context_extras(store, engine, tokenizer, model_path: Path, settings: EvalSettings) -> dict:
+    """A needle sweep over SWEEP_LENGTHS that fit the model's window (full context and
+    retrieval, SWEEP_DEPTHS), stored for the Retrieval page too; returns {"sweep_id",
+    "usable_tokens" (full context), "usable_tokens_retrieval", "lengths", "cells"}."""
+    from backend.eval_stats import usable_context
+    from trainer.context_length import SweepConfig, model_window, run_sweep
+
+    probe = SweepConfig(lengths=[SWEEP_LENGTHS[0]], max_new_tokens=min(settings.max_new_tokens, 32))
+    window = model_window(model_path, probe)
+    lengths = [n for n in SWEEP_LENGTHS if n <= window] or [SWEEP_LENGTHS[0]]
+    cfg = SweepConfig(lengths=lengths, depths=list(SWEEP_DEPTHS), haystacks=2, model_needles=2,
+                      max_new_tokens=probe.max_new_tokens, seed=settings.seed)
+    result = run_sweep(tokenizer, cfg, engine=engine, model_path=model_path)
+    sweep_id = store.record_context_sweep(str(model_path), result)
+    return {"sweep_id": sweep_id, "usable_tokens": usable_context(result["cells"], mode="full"),
+            "usable_tokens_retrieval": usable_context(result["cells"], mode="retrieval"),
+            "lengths": lengths, "cells": result["cells"]}
+
+
+def resolve_eval_ref(store, ref: str) -> str:
+    """An evaluation id from a reference: an evaluation id as is, or a training run id ->
+    the newest completed evaluation of one of that run's checkpoints.
+
+    Raises:
+        EvalNotFound: neither, or a run none of whose checkpoints was evaluated.
+    """
+    from backend.errors import EvalNotFound
+
+    try:
+        store.get_eval(ref)
+        return ref
+    except EvalNotFound:
+        pass
+    done = [e for e in store.list_evals(statuses=("completed",), limit=10_000) if e.get("run_id") == ref]
+    if done:
+        return done[0]["id"]
+    raise EvalNotFound(f"'{ref}' is neither an evaluation nor a training run with an evaluated checkpoint; "
+                       f"list evaluations with `rlwb eval list`, or evaluate one with `rlwb eval {ref} --mix NAME`")
+
+
+def refresh_eval_liveness(store) -> list[str]:
+    """Mark failed every 'running' evaluation whose process is gone (killed, crashed);
+    returns their ids."""
+    from backend.runs import process_alive
+
+    dead = [e["id"] for e in store.list_evals(statuses=("running",)) if not process_alive(e.get("pid"))]
+    for eval_id in dead:
+        store.finish_eval(eval_id, "failed", error="the evaluation's process ended before it finished; run it again")
+    return dead

@@ -1,0 +1,116 @@
+"""The evaluation's set-up: settings, held-out tasks, model references and identity, the
+CLI's `rlwb eval MODEL` form and its bad input (backend/evaluation.py, backend/cli_eval.py)."""
+
+import shutil
+
+import pytest
+
+from backend.cli import main
+from backend.cli_eval import normalize_argv
+from backend.domains import HELDOUT_SEED_RANGE, TRAIN_SEED_RANGE, is_heldout
+from backend.errors import ConfigError, EvalNotFound, ModelNotFound
+from backend.evaluation import (
+    EvalSettings, model_identity, parse_settings, resolve_eval_model, resolve_eval_ref, suite_tasks,
+)
+from backend.store import Store
+
+
+def test_suite_tasks_are_held_out_and_cycle_through_the_levels():
+    tasks = suite_tasks({"chain_sum": (1, 3), "basic_arithmetic": (2, 2)}, 7, seed_offset=5)
+    assert len(tasks) == 14
+    seeds = [s for d, _, s in tasks if d == "chain_sum"]
+    assert seeds == list(range(HELDOUT_SEED_RANGE[0] + 5, HELDOUT_SEED_RANGE[0] + 12))
+    assert all(is_heldout(s) and not TRAIN_SEED_RANGE[0] <= s < TRAIN_SEED_RANGE[1] for _, _, s in tasks)
+    assert [lv for d, lv, _ in tasks if d == "chain_sum"] == [1, 2, 3, 1, 2, 3, 1]
+    assert {lv for d, lv, _ in tasks if d == "basic_arithmetic"} == {2}
+    # the same suite is the same tasks every time
+    assert suite_tasks({"chain_sum": (1, 3), "basic_arithmetic": (2, 2)}, 7, seed_offset=5) == tasks
+
+
+def test_settings_refuse_k_above_samples_and_mix_with_domains():
+    with pytest.raises(ConfigError, match="ks .*between 1 and samples"):
+        parse_settings({"samples": 4, "ks": [1, 8], "mix": "m"})
+    with pytest.raises(ConfigError, match="either mix or domains"):
+        parse_settings({"mix": "m", "domains": ["chain_sum"]})
+    with pytest.raises(ConfigError, match="tasks_per_domain"):
+        parse_settings({"tasks_per_domain": 0})
+    assert EvalSettings(ks=[8, 1, 8]).ks == [1, 8]
+
+
+def test_model_identity_follows_the_weights_not_the_path(tiny_model_dir, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model_dir, copy)
+    a, b = model_identity(tiny_model_dir), model_identity(copy)
+    assert a["sha256"] == b["sha256"] and a["bytes"] == b["bytes"] > 0
+    assert a["architecture"] == "LlamaForCausalLM"
+    weights = copy / a["files"][0]
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one changed byte is another model
+    weights.write_bytes(bytes(data))
+    assert model_identity(copy)["sha256"] != a["sha256"]
+    with pytest.raises(ModelNotFound, match="no weight files"):
+        model_identity(tmp_path)
+
+
+def _run_with_checkpoints(store: Store, model_dir, tmp_path) -> str:
+    run_id = store.create_run("r", {"domains": {"chain_sum": 1.0}, "model": str(model_dir)}, total_steps=4)
+    for step in (2, 4):
+        ck = tmp_path / f"step-{step}"
+        shutil.copytree(model_dir, ck)
+        store.record_checkpoint(run_id, step, str(ck))
+    return run_id
+
+
+def test_model_references_run_step_directory_and_errors(tiny_model_dir, tmp_path):
+    store = Store(tmp_path / "s.db")
+    run_id = _run_with_checkpoints(store, tiny_model_dir, tmp_path)
+    assert resolve_eval_model(store, run_id) == (tmp_path / "step-4", run_id, 4)
+    assert resolve_eval_model(store, f"{run_id}:2") == (tmp_path / "step-2", run_id, 2)
+    # a checkpoint named by its directory is recognised as that run's
+    assert resolve_eval_model(store, str(tmp_path / "step-2")) == (tmp_path / "step-2", run_id, 2)
+    assert resolve_eval_model(store, str(tiny_model_dir))[1:] == (None, None)
+    with pytest.raises(ModelNotFound, match="no usable checkpoint at step 3"):
+        resolve_eval_model(store, f"{run_id}:3")
+    with pytest.raises(ModelNotFound, match="must be a number"):
+        resolve_eval_model(store, f"{run_id}:last")
+    with pytest.raises(ModelNotFound):
+        resolve_eval_model(store, "r-no-such-run")
+
+
+def test_report_references_take_an_evaluation_or_a_run(tiny_model_dir, tmp_path):
+    store = Store(tmp_path / "s.db")
+    run_id = _run_with_checkpoints(store, tiny_model_dir, tmp_path)
+    older = store.create_eval(run_id, "/p", {}, {}, run_id=run_id, step=2)
+    store.finish_eval(older, "completed")
+    newer = store.create_eval(run_id, "/p", {}, {}, run_id=run_id, step=4)
+    store.finish_eval(newer, "failed", error="boom")
+    assert resolve_eval_ref(store, newer) == newer  # an id is taken as is
+    assert resolve_eval_ref(store, run_id) == older  # the newest *completed* one of the run
+    with pytest.raises(EvalNotFound, match="rlwb eval list"):
+        resolve_eval_ref(store, "e-nothing")
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["eval", "smollm2-135m", "--mix", "q"], ["eval", "run", "smollm2-135m", "--mix", "q"]),
+    (["--db", "x.db", "eval", "r1:20"], ["--db", "x.db", "eval", "run", "r1:20"]),
+    (["eval", "list"], ["eval", "list"]),
+    (["eval", "report", "a", "b"], ["eval", "report", "a", "b"]),
+    (["eval", "--help"], ["eval", "--help"]),
+    (["runs", "show", "eval"], ["runs", "show", "eval"]),  # "eval" as another command's argument
+])
+def test_eval_model_is_eval_run_model(argv, expected):
+    assert normalize_argv(argv) == expected
+
+
+def test_cli_bad_input_names_the_field_and_stores_nothing(tmp_path, capsys):
+    db = str(tmp_path / "s.db")
+    assert main(["--db", db, "eval", "smollm2-135m", "--samples", "4", "--k", "1,8", "--mix", "m"]) == 2
+    assert "ks [8]" in capsys.readouterr().err
+    assert main(["--db", db, "eval", "/no/such/model", "--mix", "m"]) == 2
+    assert capsys.readouterr().err.startswith("error:")
+    assert main(["--db", db, "eval", "report", "e-missing"]) == 2
+    assert "rlwb eval list" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--db", db, "eval", "smollm2-135m", "--k", "one"])
+    assert "positive whole numbers" in capsys.readouterr().err
+    assert Store(db).list_evals() == []
