@@ -1,9 +1,9 @@
 """RL Workbench page router: ``streamlit run app/main.py``.
 
 Reads the store at ``$RLWB_DB`` (or the default user data path) and routes between the
-Home, Launch, Runs, Trajectories, Sandboxes, Domains and Retrieval pages. Before each page
-it marks runs whose process is gone as failed (`backend.runs.refresh_liveness`, at most
-every few seconds). Holds no page content itself.
+Home, Launch, Runs, Trajectories, Evaluation, Sandboxes, Domains and Retrieval pages.
+Before each page it marks runs whose process is gone as failed
+(`backend.runs.refresh_liveness`, at most every few seconds). Holds no page content itself.
 """
 
 import sqlite3
@@ -21,6 +21,7 @@ pages = [
     st.Page("screens/launch.py", title="Launch", icon=":material/rocket_launch:"),
     st.Page("screens/runs.py", title="Runs", icon=":material/monitoring:"),
     st.Page("screens/trajectories.py", title="Trajectories", icon=":material/route:"),
+    st.Page("screens/evaluation.py", title="Evaluation", icon=":material/analytics:"),
     st.Page("screens/sandboxes.py", title="Sandboxes", icon=":material/deployed_code:"),
     st.Page("screens/domains.py", title="Domains", icon=":material/category:"),
     st.Page("screens/retrieval.py", title="Retrieval", icon=":material/manage_search:"),

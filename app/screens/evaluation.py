@@ -1,0 +1,136 @@
+"""Evaluation page: the stored capability evaluations (`rlwb eval MODEL --mix NAME`); one
+evaluation's results, or a baseline A against a model B side by side with paired deltas,
+regressions highlighted, and the report as a self-contained HTML download.
+
+UI only: the list comes from `Store.list_evals` (evaluations whose process is gone are
+marked failed first, `backend.evaluation.refresh_eval_liveness`), the report, tables,
+figures and HTML from `backend.eval_report`, all through cached loaders. Running and failed
+evaluations are listed but can't be reported.
+
+Not covered here: starting evaluations (the CLI does), in-training evaluations (the Runs
+page shows them), and comparing more than two evaluations.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.common import db_path, get_store
+from backend import eval_report as er
+from backend.errors import WorkbenchError
+from backend.evaluation import refresh_eval_liveness
+
+ROW_COLORS = {"regression": "background-color: #f8d0d0", "improvement": "background-color: #d4f0d4"}
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def load_evals(path: str) -> list[dict]:
+    store = get_store(path)
+    refresh_eval_liveness(store)
+    return store.list_evals()
+
+
+@st.cache_data(ttl=300, show_spinner="Computing the report…")
+def load_report(path: str, ids: tuple[str, ...]) -> dict:
+    return er.build_report(get_store(path), list(ids))  # completed evaluations don't change
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def load_html(path: str, ids: tuple[str, ...]) -> str:
+    return er.report_html(load_report(path, ids))
+
+
+def styled(rows: list[dict]):
+    """A table with regression rows red and improvement rows green (by its "verdict")."""
+    frame = pd.DataFrame(rows)
+    if "verdict" not in frame.columns:
+        return frame
+    return frame.style.apply(lambda r: [ROW_COLORS.get(r["verdict"], "")] * len(r), axis=1)
+
+
+def swap() -> None:
+    st.session_state["eval_a"], st.session_state["eval_b"] = st.session_state["eval_b"], st.session_state["eval_a"]
+
+
+def pick(completed: list[dict]) -> list[str]:
+    """The evaluations to report: the only one, or A (baseline) and B picked by the user
+    (defaults: B the newest, A the one before it)."""
+    ids = [e["id"] for e in completed]
+    if len(ids) == 1:
+        st.caption("One completed evaluation: its results alone. Evaluate another model or checkpoint "
+                   "(`rlwb eval RUN_ID`) to compare the two here.")
+        return ids
+    labels = {e["id"]: f"{er.side_label(e)} · {e['id']}" for e in completed}
+    if st.session_state.get("eval_b") not in ids:
+        st.session_state["eval_b"] = ids[0]
+    if st.session_state.get("eval_a") not in ids:
+        st.session_state["eval_a"] = ids[1]
+    cols = st.columns([4, 4, 1], vertical_alignment="bottom")
+    a = cols[0].selectbox("A (baseline, e.g. the base model)", ids, format_func=labels.get, key="eval_a")
+    b = cols[1].selectbox("B (compared with A, e.g. a checkpoint)", ids, format_func=labels.get, key="eval_b")
+    cols[2].button("Swap", key="eval_swap", on_click=swap, icon=":material/swap_horiz:", help="Swap A and B")
+    if a == b:
+        st.warning("A and B are the same evaluation; pick two different ones to compare. Showing it alone.")
+        return [a]
+    return [a, b]
+
+
+def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
+    compared = report["comparison"] is not None
+    for w in report["warnings"]:
+        st.warning(w)
+    st.dataframe(er.side_rows(report), hide_index=True, key="eval_sides")
+    st.subheader("Headline")
+    st.caption("pass@1 with its 95% bootstrap interval over tasks" + (
+        "; Δ is B − A paired over the shared tasks, in percentage points; a regression's whole interval "
+        "lies below 0." if compared else "."))
+    st.dataframe(styled(er.headline_rows(report)), hide_index=True, key="eval_headline")
+    figures = er.report_figures(report)
+    cols = st.columns(2)
+    for i, (title, fig) in enumerate(figures):
+        if title.startswith("Deltas"):
+            st.plotly_chart(fig, key=f"eval_fig_{i}")
+        else:
+            with cols[i % 2]:
+                st.plotly_chart(fig, key=f"eval_fig_{i}")
+    if compared:
+        st.subheader("Changes, worst first")
+        st.dataframe(styled(er.delta_rows(report)), hide_index=True, key="eval_deltas")
+    st.subheader("Per family")
+    st.dataframe(styled(er.family_rows(report)), hide_index=True, key="eval_families")
+    for i, (tag, side) in enumerate(zip(["A", "B"] if compared else [""], report["sides"])):
+        with st.expander(f"Per domain: {tag} {side['label']}".replace("  ", " "), expanded=not compared):
+            st.dataframe(er.domain_rows(report, i), hide_index=True, key=f"eval_domains_{i}")
+            st.json(side["settings"], expanded=False)
+    capabilities = er.capability_rows(report)
+    if capabilities:
+        st.subheader("Tool use, multi-turn and context length")
+        st.dataframe(capabilities, hide_index=True, key="eval_capabilities")
+    st.download_button("Download the report (one HTML file)", data=load_html(path, ids),
+                       file_name=f"eval-{'-vs-'.join(reversed(ids))}.html", mime="text/html",
+                       key="eval_download", icon=":material/download:")
+
+
+def render() -> None:
+    st.title("Evaluation")
+    path = db_path()
+    evals = load_evals(path)
+    completed = [e for e in evals if e["status"] == "completed"]
+    if evals:
+        st.dataframe(er.evaluation_rows(evals), hide_index=True, key="eval_list")
+    if not completed:
+        st.info("No completed evaluations yet; evaluate a model on held-out tasks with "
+                "`rlwb eval smollm2-135m --mix NAME` (a training run's checkpoint: `rlwb eval RUN_ID`), "
+                "then compare the two here.")
+        return
+    ids = tuple(pick(completed))
+    try:
+        report = load_report(path, ids)
+    except WorkbenchError as e:
+        st.error(f"Can't build the report: {e}")
+        return
+    show_report(path, ids, report)
+
+
+render()
