@@ -54,7 +54,7 @@ class EvalSettings(BaseModel):
     ks: list[int] = Field([1, 8], min_length=1, description="The k values of pass@k, each 1..samples.")
     temperature: float = Field(1.0, ge=0.0, le=2.0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    max_new_tokens: int = Field(64, ge=1, le=4096, description="Cap on generated tokens per answer (per turn).")
+    max_new_tokens: int = Field(64, ge=1, le=768, description="Cap on generated tokens per answer (per turn).")
     seed_offset: int = Field(0, ge=0, description="Start this many seeds into the held-out range.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds the rollout engine's sampling.")
     rollout_engine: str = Field("vllm", pattern="^(vllm|hf)$", description="vllm (default) or hf.")
@@ -163,13 +163,17 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
     if settings.mix is None and not settings.domains and not data:
         raise ConfigError("field 'mix': name a stored mix (`--mix NAME`, see `rlwb mix list`) or domains "
                           "(`--domains chain_sum,basic_arithmetic`); only a training run's checkpoint brings its own")
-    if settings.mix is not None:
-        data.update(mix=settings.mix, mix_spec=None, domains={})
+    if settings.mix is not None:  # a config with a mix names neither domains nor difficulty
+        for key in ("domains", "difficulty", "mix_spec", "curriculum"):
+            data.pop(key, None)
+        data["mix"] = settings.mix
     elif settings.domains:
-        data.update(mix=None, mix_spec=None, domains=dict.fromkeys(settings.domains, 1.0),
-                    difficulty=settings.difficulty, curriculum=False)
-    data.update(model=str(model_path), max_new_tokens=min(settings.max_new_tokens, 4096),
-                rollout_engine=settings.rollout_engine, seed=settings.seed, curriculum=False)
+        for key in ("mix", "mix_spec"):
+            data.pop(key, None)
+        data.update(domains=dict.fromkeys(settings.domains, 1.0), difficulty=settings.difficulty, curriculum=False)
+    # else: the run's own mix or domains (with a curriculum, every level it could reach)
+    data.update(model=str(model_path), max_new_tokens=settings.max_new_tokens,
+                rollout_engine=settings.rollout_engine, seed=settings.seed)
     for key in ("output_dir", "name"):
         data.pop(key, None)
     return resolve_mix(parse_config(data, source="evaluation"), store)

@@ -114,3 +114,26 @@ def test_cli_bad_input_names_the_field_and_stores_nothing(tmp_path, capsys):
         main(["--db", db, "eval", "smollm2-135m", "--k", "one"])
     assert "positive whole numbers" in capsys.readouterr().err
     assert Store(db).list_evals() == []
+
+
+def test_eval_config_takes_the_mix_the_domains_or_the_runs_own(tiny_model_dir, tmp_path):
+    from backend.evaluation import eval_config
+    store = Store(tmp_path / "s.db")  # a mix as `rlwb mix create` stores it (its domains validated then)
+    store.save_mix("arith", {"domains": {"chain_sum": {"weight": 1.0, "levels": [1, 2]},
+                                         "basic_arithmetic": {"weight": 1.0, "levels": [3, 3]}}})
+    run_id = store.create_run("r", {"domains": {"letter_counting": 1.0}, "difficulty": 2, "model": "x",
+                                    "max_turns": 7}, total_steps=2)
+    specs = lambda cfg: {d: (lo, hi) for d, (_, lo, hi) in cfg.domain_specs().items()}
+    # a stored mix, for a base model and for a run's checkpoint (the run's domains and level make way)
+    for rid in (None, run_id):
+        cfg = eval_config(store, EvalSettings(mix="arith"), tiny_model_dir, rid)
+        assert specs(cfg) == {"chain_sum": (1, 2), "basic_arithmetic": (3, 3)}
+        assert cfg.mix_spec["name"] == "arith" and cfg.mix_spec["version"] == 1
+    cfg = eval_config(store, EvalSettings(domains=["chain_sum"], difficulty=3), tiny_model_dir, run_id)
+    assert specs(cfg) == {"chain_sum": (3, 3)} and cfg.max_turns == 7  # the run's budgets stay
+    cfg = eval_config(store, EvalSettings(), tiny_model_dir, run_id)
+    assert specs(cfg) == {"letter_counting": (2, 2)} and cfg.model == str(tiny_model_dir)
+    with pytest.raises(ConfigError, match="field 'mix'"):
+        eval_config(store, EvalSettings(), tiny_model_dir, None)
+    with pytest.raises(ConfigError, match="mix"):
+        eval_config(store, EvalSettings(mix="nope"), tiny_model_dir, None)
