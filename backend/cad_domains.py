@@ -32,6 +32,12 @@ passed, that fraction counting only when the volume is within `PLAUSIBLE_VOLUME`
 spec's (a token 1 mm cube passes watertight and one-body, and earns nothing for them);
 correct = every check passed. The breakdown names each
 failing check with its expected and measured values.
+
+Splits: a level has only 1,000 (cad_shaft level 1) to a few hundred thousand distinct
+parts, so distinct seeds do not make distinct parts. Parts are split by a hash of their
+question (`backend.domains.draw_on_side`, one in `POOL_HELDOUT_EVERY` held out): a training
+seed redraws (attempt 1, 2, ...) until its part is on the training side, a held-out seed
+until it is on the held-out side.
 """
 
 from __future__ import annotations
@@ -168,6 +174,11 @@ class CadTask:
     reference: tuple = field(default=())  # (tool, arguments) pairs
 
 
+def _rng(name: str, seed: int, level: int, attempt: int) -> random.Random:
+    """The generator of a task's dimensions (attempt 0 keeps the seeds' original tasks)."""
+    return random.Random(f"{name}:{seed}:{level}" + (f":{attempt}" if attempt else ""))
+
+
 def _r(rng: random.Random, lo: int, hi: int, step: int = 1) -> int:
     return rng.randrange(lo, hi + 1, step)
 
@@ -179,9 +190,9 @@ def _hole_wall(r: float) -> tuple[float, float]:
     return 0.85 * r / math.sqrt(2), 1.15 * r / math.sqrt(2)
 
 
-def make_bracket(seed: int, level: int) -> CadTask:
-    """A `cad_bracket` task (see the module docstring)."""
-    rng = random.Random(f"cad_bracket:{seed}:{level}")
+def make_bracket(seed: int, level: int, attempt: int = 0) -> CadTask:
+    """A `cad_bracket` task (see the module docstring); `attempt` > 0 draws another one."""
+    rng = _rng("cad_bracket", seed, level, attempt)
     L, W, T = _r(rng, 60, 100, 5), _r(rng, 30, 50, 2), _r(rng, 4, 8)
     d = _r(rng, 4, 8)
     r = d / 2
@@ -229,9 +240,9 @@ def make_bracket(seed: int, level: int) -> CadTask:
     return CadTask(question, CadSpec(volume, ((0, 0, 0), (L, W, H)), tuple(solid), tuple(empty)), tuple(ref))
 
 
-def make_shaft(seed: int, level: int) -> CadTask:
-    """A `cad_shaft` task (see the module docstring)."""
-    rng = random.Random(f"cad_shaft:{seed}:{level}")
+def make_shaft(seed: int, level: int, attempt: int = 0) -> CadTask:
+    """A `cad_shaft` task (see the module docstring); `attempt` > 0 draws another one."""
+    rng = _rng("cad_shaft", seed, level, attempt)
     n = 2 if level == 1 else 3
     radii = sorted(rng.sample(range(6, 21, 3), n), reverse=True)
     lengths = [_r(rng, 15, 60, 5) for _ in range(n)]
@@ -265,9 +276,9 @@ def make_shaft(seed: int, level: int) -> CadTask:
     return CadTask(question, CadSpec(volume, ((-r0, -r0, 0), (r0, r0, z)), tuple(solid), tuple(empty)), tuple(ref))
 
 
-def make_table(seed: int, level: int) -> CadTask:
-    """A `cad_table` task (see the module docstring)."""
-    rng = random.Random(f"cad_table:{seed}:{level}")
+def make_table(seed: int, level: int, attempt: int = 0) -> CadTask:
+    """A `cad_table` task (see the module docstring); `attempt` > 0 draws another one."""
+    rng = _rng("cad_table", seed, level, attempt)
     L, W, H, t = _r(rng, 60, 120, 10), _r(rng, 40, 80, 10), _r(rng, 40, 80, 5), _r(rng, 3, 6)
     s, e = _r(rng, 4, 8), _r(rng, 2, 6)
     leg_h = H - t
@@ -373,13 +384,14 @@ class CadDomain:
         Raises:
             ConfigError: bad seed or difficulty.
         """
-        from backend.domains import Task, _as_int, _check_difficulty
+        from backend.domains import Task, _as_int, _check_difficulty, draw_on_side
 
         level = _check_difficulty(difficulty, self.levels)
         index = _as_int(seed)
         if index is None or index < 0:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
-        t = MAKERS[self.name](index, level)
+        # parts are split, not only seeds (see "Splits" in the module docstring)
+        t = draw_on_side(index, lambda attempt: MAKERS[self.name](index, level, attempt), lambda t: t.question)
         entry = {"question": t.question, "spec": spec_dict(t.spec), "tools": list(CAD_TOOLS),
                  "reference_calls": [[n, a] for n, a in t.reference]}
         return Task(self.name, index, t.question, f"volume {t.spec.volume:.1f} mm^3", level, entry)

@@ -15,9 +15,10 @@ is only a body, and tested in a sandbox (never on the host) by a judge process t
 it across a process boundary (`backend.humaneval_runner`), so exiting early, reading the
 tests or returning an object that "equals everything" does not pass.
 
-Splits: problems whose index is a multiple of 5 (33 of 164) are held out: training seeds
-never select them, held-out seeds only select them. Difficulty levels group problems by
-the length of their reference solution (1: up to 4 lines, 2: 5-10, 3: longer).
+Splits: problems whose index is a multiple of `POOL_HELDOUT_EVERY` (5; 33 of 164) are held
+out: training seeds never select them, held-out seeds only select them. Difficulty levels
+group problems by the length of their reference solution (1: up to 4 lines, 2: 5-10,
+3: longer).
 
 Not covered: other coding benchmarks, partial credit per test case (HumanEval's `check`
 is one function of asserts; it passes or not), pass@k (the evaluation side).
@@ -35,11 +36,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from backend.domains import POOL_HELDOUT_EVERY
 from backend.errors import ConfigError
 from backend.fences import first_block
 from sandboxes.pool import JobResult, SandboxJob
 
-HELDOUT_EVERY = 5
+HELDOUT_EVERY = POOL_HELDOUT_EVERY  # problem i is held out iff i % HELDOUT_EVERY == 0
 VERIFY_TIMEOUT_S = 10.0
 _LEVEL_LINES = {1: (0, 4), 2: (5, 10), 3: (11, 10_000)}
 PYTHON_TAGS = {"python", "py", "python3", ""}

@@ -18,7 +18,12 @@ The registry is built on first use (importing reasoning-gym and its curricula ta
     #   1.0, {"format": 1.0, "correct": 1.0, "score": 1.0, "extracted": "17"}
 
 Seeds: training seeds come from `TRAIN_SEED_RANGE`, held-out (evaluation) seeds from the
-disjoint `HELDOUT_SEED_RANGE`, so an evaluation task is never a training task.
+disjoint `HELDOUT_SEED_RANGE`. Disjoint seeds are not enough where a domain draws from a
+finite set of items (a pooled generator's 500 items, HumanEval's 164 problems, the CAD
+domains' small parameter grids): there the items themselves are split, one in
+`POOL_HELDOUT_EVERY` held out (`split_pool`, `heldout_item`, `draw_on_side`), and a seed
+reaches only its own side, so an evaluation task is never a training task (checked by
+tests/backend/test_heldout_separation.py).
 
 Sandbox-verified domains live in their own modules and are registered here too:
 `humaneval` (`backend.code_domains`) and the multi-turn `terminal_*` family
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import hashlib
 import io
 import json
 import operator
@@ -41,9 +47,10 @@ import random
 import re
 import threading
 import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 from backend.answer_guard import EVALUATING_DOMAINS, unsafe_reason
 from backend.errors import ConfigError, DomainNotFound, GenerationTimeout
@@ -124,7 +131,10 @@ class Domain:
         multiple_answers: A task may have several valid answers (validation then doesn't
             treat other tasks' answers as wrong ones).
         pooled: The generator holds a finite pool of items (built up front; indexing past
-            its `size` fails), so seeds map onto the pool by `seed % len(dataset)`.
+            its `size` fails). The pool is split by `split_pool` (about one item in
+            `POOL_HELDOUT_EVERY`, chosen by a hash of its question, is held out); a training
+            seed maps onto the training side by `seed % len(side)`, a held-out seed onto the
+            held-out side, so the two never share a question.
         generate: Optional custom item function `(dataset, seed, level) -> entry`; None
             means `dataset[seed]`, which reasoning-gym seeds as `Random(dataset.seed + idx)`.
     """
@@ -190,14 +200,37 @@ class Domain:
         if index is None or index < 0:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
         seed = index
-        with _isolated(GENERATION_TIMEOUT_S, f"generating {self.name} level {difficulty} seed {seed}"):
+        what = f"generating {self.name} level {difficulty} seed {seed}"
+        with _isolated(GENERATION_TIMEOUT_S, what):
             ds = _dataset(self, difficulty)
-            if self.generate:
-                raw = self.generate(ds, seed, difficulty)
-            else:
-                raw = ds[seed % len(ds)] if self.pooled else ds[seed]
+        if self.pooled and not self.generate:
+            raw = self._pool_item(ds, seed, difficulty)
+        else:
+            with _isolated(GENERATION_TIMEOUT_S, what):
+                raw = self.generate(ds, seed, difficulty) if self.generate else ds[seed]
         entry = json.loads(json.dumps(raw, default=str))  # Fraction etc. -> str
         return Task(self.name, seed, entry["question"], str(entry["answer"]), difficulty, entry, raw)
+
+    def _pool_item(self, ds: Any, seed: int, difficulty: int) -> dict:
+        """The pool item for a seed: `side[seed % len(side)]` of the seed's side of the pool
+        (`_pool_side`). The item's question is checked against the side again, because
+        some upstream items are not reproducible (list_functions' generator 14 draws from
+        the global `random`): one that changed sides is passed over for the next item of
+        the side, so no seed ever gets an item of the other side.
+
+        Raises:
+            ConfigError: no item of the side is on its side any more.
+            GenerationTimeout: see `make_task`.
+        """
+        heldout = is_heldout(seed)
+        side = _pool_side(self, difficulty, ds, heldout)
+        for k in range(len(side)):
+            with _isolated(GENERATION_TIMEOUT_S, f"generating {self.name} level {difficulty} seed {seed}"):
+                raw = ds[side[(seed + k) % len(side)]]
+            if heldout_item(raw["question"]) == heldout:
+                return raw
+        raise ConfigError(f"{self.name} level {difficulty}: no item of the pool's "
+                          f"{'held-out' if heldout else 'training'} side stays on it")
 
     def score(self, task: Task, completion: str) -> tuple[float, dict]:
         """Score a completion for a task.
@@ -337,6 +370,38 @@ def _dataset(domain: Domain, difficulty: int) -> Any:
 
         _DATASETS[key] = reasoning_gym.create_dataset(domain.name, **{"seed": 0, **domain.levels[difficulty]})
     return _DATASETS[key]
+
+
+POOL_SPLIT_TIMEOUT_S = 60.0  # generating a whole pool once to split it (word_ladder level 2: 2-4 s here)
+_POOL_SIDES: dict[tuple[str, int], tuple[Any, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+
+
+def _pool_side(domain: Domain, difficulty: int, ds: Any, heldout: bool) -> tuple[int, ...]:
+    """Indices of the pooled dataset `ds` on one side of its split (`split_pool` over the
+    items' questions), computed once per dataset instance (a rebuilt dataset is split again:
+    list_functions draws its pool with unseeded randomness, so the pool may differ).
+
+    Raises:
+        ConfigError: that side of the pool is empty.
+        GenerationTimeout: generating the pool took over POOL_SPLIT_TIMEOUT_S.
+    """
+    key = (domain.name, difficulty)
+    cached = _POOL_SIDES.get(key)
+    if cached is None or cached[0] is not ds:
+        texts = []
+        with _isolated(POOL_SPLIT_TIMEOUT_S, f"splitting the {domain.name} level {difficulty} pool"):
+            for i in range(len(ds)):
+                try:
+                    texts.append(ds[i]["question"])
+                except IndexError:  # word_ladder shrinks its size when it runs out of word pairs
+                    break
+        cached = _POOL_SIDES[key] = (ds, split_pool(texts))
+    side = cached[1][heldout]
+    if not side:
+        raise ConfigError(f"the {domain.name} level {difficulty} pool has no "
+                          f"{'held-out' if heldout else 'training'} items ({len(cached[1][0]) + len(cached[1][1])} "
+                          "distinct); it is too small to split")
+    return side
 
 
 # gsm_symbolic has one config knob, `difficulty`, and its validator accepts only 1.0
@@ -575,3 +640,70 @@ def heldout_seeds(n: int, offset: int = 0) -> list[int]:
 def is_heldout(seed: int) -> bool:
     """True if the seed is in `HELDOUT_SEED_RANGE`."""
     return HELDOUT_SEED_RANGE[0] <= seed < HELDOUT_SEED_RANGE[1]
+
+
+# One item in POOL_HELDOUT_EVERY of a finite set of items is held out. Shared by every
+# domain that draws from a finite set: pooled reasoning-gym generators and the CAD
+# domains split by a hash of the item's question (`heldout_item`); humaneval by problem
+# index (`backend.code_domains`), its problems being fixed and distinct.
+POOL_HELDOUT_EVERY = 5
+MAX_SIDE_DRAWS = 200  # `draw_on_side` gives up after this many draws (a held-out miss is 4/5 per draw)
+
+_T = TypeVar("_T")
+
+
+def heldout_item(question: str) -> bool:
+    """True if the item whose question (prompt text) is `question` is held out.
+
+    The side is a property of the text itself: the first 8 bytes of its SHA-256, as a
+    big-endian int, divisible by `POOL_HELDOUT_EVERY`. Equal questions are always on the
+    same side, whatever pool, process or seed they come from.
+    """
+    digest = hashlib.sha256(question.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % POOL_HELDOUT_EVERY == 0
+
+
+def split_pool(questions: Sequence[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Split a finite pool of items into (training, held-out) indices.
+
+    An item is held out iff `heldout_item(question)`. A question that occurs several times
+    keeps only its first index, so no question is reachable twice within a side and none
+    from both sides.
+
+    Args:
+        questions: The pool's items' question texts, in pool order.
+
+    Returns:
+        (training indices, held-out indices), each ascending.
+    """
+    first: dict[str, int] = {}
+    for i, q in enumerate(questions):
+        first.setdefault(q, i)
+    train = tuple(i for q, i in first.items() if not heldout_item(q))
+    held = tuple(i for q, i in first.items() if heldout_item(q))
+    return train, held
+
+
+def draw_on_side(seed: int, draw: Callable[[int], _T], question: Callable[[_T], str]) -> _T:
+    """The first of `draw(0)`, `draw(1)`, ... that is on `seed`'s side of the item split.
+
+    For generators over a small space of items (the CAD domains' parameter grids), where
+    a held-out seed could otherwise generate exactly a training task: a training seed
+    keeps only items with `not heldout_item(question(item))`, a held-out seed only items
+    with `heldout_item(...)`. Deterministic if `draw` is (the same seed gives the same
+    item); a training seed keeps its first draw 4 times in 5.
+
+    Args:
+        seed: The task seed (`is_heldout` picks the side).
+        draw: attempt number -> item, deterministic in (seed, attempt).
+        question: item -> the question text the split is computed on.
+
+    Raises:
+        ConfigError: no item of the seed's side within MAX_SIDE_DRAWS draws.
+    """
+    want = is_heldout(seed)
+    for attempt in range(MAX_SIDE_DRAWS):
+        item = draw(attempt)
+        if heldout_item(question(item)) == want:
+            return item
+    raise ConfigError(f"seed {seed}: no {'held-out' if want else 'training'} item in {MAX_SIDE_DRAWS} draws")

@@ -1,0 +1,138 @@
+"""Evaluation tasks are never training tasks: seeds and, for domains that draw from a
+finite set of items, the items themselves.
+
+The training side is drawn through the real sampler (`trainer.loop.sample_tasks`, full
+tasks, no shortcut); the evaluation side is what `trainer.evaluate.evaluate` builds, with
+its rollout replaced by one that records the tasks. Finite-item domains: the pooled
+reasoning-gym generators (acre, list_functions, word_ladder), humaneval (164 problems) and
+the CAD domains (parameter grids of 1,000 to a few hundred thousand parts). Before the
+split, about 40% of the training draws of acre, list_functions and word_ladder were
+evaluation tasks.
+
+Runtime: ~20 s on the 2-core machine, most of it generating the 10,000 training tasks and
+splitting the word_ladder pools (each pool is generated whole once, 1-4 s per level).
+
+Not covered: reasoning-gym's Random(seed) generators (basic_arithmetic, chain_sum, ...) are
+checked for seeds only; at low levels their task spaces are small enough that a held-out
+seed can still generate a question some training seed also generates.
+"""
+
+import random
+
+import pytest
+
+from backend import domains as D
+from backend.config import RunConfig
+from backend.errors import ConfigError
+
+# domain -> highest level in the training mix (levels 1..highest, equal weights)
+FINITE = {"acre": 1, "list_functions": 1, "word_ladder": 2, "humaneval": 3,
+          "cad_bracket": 3, "cad_shaft": 3, "cad_table": 3}
+ORDINARY = {"basic_arithmetic": 3, "chain_sum": 3}  # Random(seed) generators: seeds are checked
+N_TRAIN = 10_000
+N_EVAL = 200  # held-out tasks per domain and level: more than any pool's held-out side
+
+
+def _mix() -> RunConfig:
+    spec = {name: {"weight": 1.0, "levels": [1, top]} for name, top in {**FINITE, **ORDINARY}.items()}
+    return RunConfig(mix="heldout-separation", mix_spec={"name": "heldout-separation", "version": 1,
+                                                         "domains": spec})
+
+
+def _evaluation_tasks(monkeypatch, domain: str, level: int, n: int) -> list:
+    """The tasks `trainer.evaluate.evaluate` scores for `domain` at `level` (n per domain)."""
+    import trainer.loop
+    from trainer.evaluate import evaluate
+
+    seen = []
+
+    def record(engine, tokenizer, tasks, *args, **kwargs):
+        seen.extend(tasks)
+        return []
+
+    monkeypatch.setattr(trainer.loop, "rollout", record)
+    evaluate(None, None, [domain], n, difficulty={domain: level})
+    return seen
+
+
+@pytest.fixture(scope="module")
+def training_tasks():
+    from trainer.loop import sample_tasks
+
+    return sample_tasks(_mix(), random.Random(20240611), N_TRAIN)
+
+
+def test_training_sampler_never_draws_an_evaluation_seed_or_item(training_tasks, monkeypatch):
+    tasks = training_tasks
+    assert len(tasks) == N_TRAIN
+    per_domain = {name: sum(t.domain == name for t in tasks) for name in {**FINITE, **ORDINARY}}
+    assert min(per_domain.values()) > N_TRAIN / len(per_domain) / 2, per_domain  # every domain was drawn
+    assert all(1 <= t.difficulty <= {**FINITE, **ORDINARY}[t.domain] for t in tasks)
+    lo, hi = D.TRAIN_SEED_RANGE
+    assert all(lo <= t.seed < hi and not D.is_heldout(t.seed) for t in tasks)
+
+    for name, top in FINITE.items():
+        held = {t.question for level in range(1, top + 1) for t in _evaluation_tasks(monkeypatch, name, level, N_EVAL)}
+        drawn = [t.question for t in tasks if t.domain == name]
+        leaked = [q for q in drawn if q in held]
+        assert not leaked, (f"{name}: {len(leaked)} of {len(drawn)} training tasks are evaluation tasks, "
+                            f"e.g. {leaked[0][:200]!r}")
+
+
+def test_evaluation_uses_only_heldout_seeds(monkeypatch):
+    lo, hi = D.HELDOUT_SEED_RANGE
+    t_lo, t_hi = D.TRAIN_SEED_RANGE
+    assert t_hi <= lo or hi <= t_lo  # the ranges are disjoint
+    for n, offset in [(1, 0), (200, 0), (50, 12_345), (3, hi - lo - 3)]:
+        seeds = D.heldout_seeds(n, offset)
+        assert len(seeds) == n and all(D.is_heldout(s) and not t_lo <= s < t_hi for s in seeds)
+    rng = random.Random(7)
+    assert not any(D.is_heldout(D.train_seed(rng)) for _ in range(10_000))
+    # what the evaluation actually builds: held-out seeds, and finite-pool items of the held-out side
+    for name in ("acre", "basic_arithmetic", "cad_shaft", "humaneval"):
+        tasks = _evaluation_tasks(monkeypatch, name, 1, 40)
+        assert [t.seed for t in tasks] == D.heldout_seeds(40)
+        assert all(D.is_heldout(t.seed) and not t_lo <= t.seed < t_hi for t in tasks)
+    for name in ("acre", "cad_shaft"):  # split by the question's hash
+        assert all(D.heldout_item(t.question) for t in _evaluation_tasks(monkeypatch, name, 1, 40))
+
+
+@pytest.mark.parametrize("name,level", [("acre", 1), ("word_ladder", 1), ("cad_shaft", 1)])
+def test_pool_sides_are_disjoint_and_heldout_tasks_are_stable(name, level):
+    d = D.get_domain(name)
+    held_seeds = D.heldout_seeds(150)
+    first = [d.make_task(s, level) for s in held_seeds]
+    D._DATASETS.clear()  # a fresh generator instance (and, for pools, a fresh split)
+    assert [d.make_task(s, level) for s in held_seeds] == first  # same seed, same task
+
+    n_train = 600 if d.pooled else 5000  # more seeds than the training side of a 500-item pool
+    train = {d.make_task(s, level).question for s in range(n_train)}
+    held = {t.question for t in first}
+    assert train and held and not train & held
+    if d.pooled:  # the sides cover the pool: the split drops nothing and holds out about 1 in 5
+        ds = D._dataset(d, level)
+        pool = {ds[i]["question"] for i in range(len(ds))}
+        assert train | held == pool
+        assert 0.1 < len(held) / len(pool) < 0.3
+    else:  # cad_shaft level 1 has 1,000 parts: training seeds reach all of their side
+        assert 700 <= len(train) <= 900
+
+
+def test_the_split_is_by_question_and_drops_duplicates():
+    texts = [f"question {i}" for i in range(400)]
+    train, held = D.split_pool(texts + ["question 3", "question 0"])
+    assert set(train) | set(held) == set(range(400))  # the repeated questions keep their first index
+    assert not set(train) & set(held)
+    assert all(D.heldout_item(texts[i]) for i in held) and not any(D.heldout_item(texts[i]) for i in train)
+    assert 40 < len(held) < 120  # 1 in POOL_HELDOUT_EVERY (5), give or take
+    assert D.split_pool(texts) == (train, held)  # deterministic
+
+
+def test_draw_on_side_keeps_each_seed_on_its_side():
+    texts = [f"part {i}" for i in range(50)]
+    held_text = next(t for t in texts if D.heldout_item(t))
+    train_text = next(t for t in texts if not D.heldout_item(t))
+    assert D.draw_on_side(D.heldout_seeds(1)[0], lambda a: texts[a], str) == held_text
+    assert D.draw_on_side(0, lambda a: texts[a], str) == train_text
+    with pytest.raises(ConfigError, match="no held-out item"):
+        D.draw_on_side(D.heldout_seeds(1)[0], lambda a: train_text, str)
