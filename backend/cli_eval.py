@@ -131,10 +131,9 @@ def cmd_eval_report(args) -> int:
 
     store = _store(args)
     ids = [resolve_eval_ref(store, ref) for ref in [args.a] + ([args.b] if args.b else [])]
-    report = build_report(store, ids)
+    report = write_html(store, ids, args.html) if args.html else build_report(store, ids)
     print(headline_text(report))
     if args.html:
-        write_html(store, ids, args.html)
         print(f"\nreport written to {args.html}")
     return 0
 

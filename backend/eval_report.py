@@ -112,6 +112,18 @@ def _settings_warnings(a: dict, b: dict) -> list[str]:
              "come from the settings, not the weights.")] if diff else []
 
 
+def _seen_warning(side: dict) -> list[str]:
+    """A note when held-out tasks repeat, verbatim, a question the checkpoint's run trained on
+    (`backend.evaluation.seen_in_training`): different seeds, same question (small task spaces)."""
+    seen = side["stored_extras"].get("seen_in_training") or {}
+    hits = {d: c for d, c in seen.items() if c.get("seen")}
+    if not hits:
+        return []
+    parts = ", ".join(f"{d} {c['seen']}/{c['tasks']}" for d, c in sorted(hits.items()))
+    return [f"{side['label']}: some held-out tasks ask a question its training run also sampled (under another "
+            f"seed; small task spaces repeat questions): {parts}."]
+
+
 def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES) -> dict:
     """The report of 0, 1 or 2 completed evaluations (A = the baseline, B = the model
     compared with it), recomputed from their sample rows.
@@ -164,6 +176,8 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         if sha_a and sha_a == sha_b:
             warnings.append(f"A and B have the same weights (sha256 {sha_a[:12]}…); any difference is sampling noise.")
         warnings += _settings_warnings(a, b)
+    for side in sides:
+        warnings += _seen_warning(side)
     return {"sides": sides, "ks": ks, "k": max(ks) if ks and max(ks) > 1 else None, "summaries": summaries,
             "comparison": comparison, "extras": extras, "families": families, "warnings": warnings,
             "resamples": resamples}

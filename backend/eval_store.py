@@ -133,3 +133,13 @@ class EvalVerbs:
                "ORDER BY domain, level, task_seed, sample_idx")
         cur = self.db.execute(sql, [eval_id])
         return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    @locked
+    def run_prompts(self, run_id: str) -> dict[str, set[str]]:
+        """The distinct prompts a training run sampled, by domain (to tell which evaluation
+        tasks a checkpoint's run saw verbatim)."""
+        out: dict[str, set[str]] = {}
+        for domain, prompt in self.db.execute(
+                "SELECT DISTINCT domain, prompt FROM trajectories WHERE run_id = ?", [run_id]).fetchall():
+            out.setdefault(domain, set()).add(prompt or "")
+        return out

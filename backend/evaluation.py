@@ -239,7 +239,7 @@ def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[
              "sandbox_backend": cfg.sandbox_backend if cfg.needs_sandbox else None}
     eval_id = store.create_eval(ref, str(model_path), identity, suite, run_id=run_id, step=step)
     try:
-        summary, extras = _play(store, eval_id, cfg, model_path, tasks, settings, say)
+        summary, extras = _play(store, eval_id, cfg, model_path, tasks, settings, say, run_id)
     except BaseException as e:
         store.finish_eval(eval_id, "failed", error=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-4000:]}")
         raise
@@ -247,7 +247,8 @@ def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[
     return eval_id
 
 
-def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSettings, say) -> tuple[dict, dict]:
+def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSettings, say,
+          run_id: str | None) -> tuple[dict, dict]:
     from transformers import AutoTokenizer
 
     from backend.domains import get_domain
@@ -266,9 +267,11 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     with maybe_runtime(cfg) as runtime:
         engine = open_engine(cfg.rollout_engine, model_path, seed=settings.seed, dtype=cfg.dtype, **engine_kw)
         try:
+            seen: dict[str, dict[str, int]] = {}
             for d in dict.fromkeys(t[0] for t in tasks):
                 domain = get_domain(d)
                 batch = [domain.make_task(seed, level) for name, level, seed in tasks if name == d]
+                seen.update(seen_in_training(store, run_id, batch))
                 samples = rollout(engine, tokenizer, batch, settings.samples, settings.max_new_tokens,
                                   settings.temperature, settings.top_p, runtime=runtime, cfg=cfg)
                 got = [sample_row(s) for s in samples]
@@ -276,7 +279,7 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
                 rows += got
                 solved = sum(r["correct"] for r in got) / max(len(got), 1)
                 say(f"{d}: {len(batch)} tasks x {settings.samples} samples, {solved:.0%} correct")
-            extras = {}
+            extras = {"seen_in_training": seen} if run_id else {}
             if sweep:
                 say("needle sweep for the usable context length")
                 extras["context"] = context_extras(store, engine, tokenizer, model_path, settings)
@@ -285,6 +288,22 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     summary = summary_of(rows, settings.ks)
     extras.update(capability_extras(rows))
     return summary, extras
+
+
+def seen_in_training(store, run_id: str | None, tasks) -> dict[str, dict[str, int]]:
+    """Held-out tasks whose question a checkpoint's training run had in a prompt verbatim,
+    per domain: {domain: {"tasks", "seen"}}. Seeds never overlap (`backend.domains`), but a
+    small task space (level-1 arithmetic has a few hundred questions) repeats questions
+    under different seeds; the report shows the count. {} for a model without a run."""
+    if run_id is None:
+        return {}
+    prompts = store.run_prompts(run_id)
+    out: dict[str, dict[str, int]] = {}
+    for task in tasks:
+        cell = out.setdefault(task.domain, {"tasks": 0, "seen": 0})
+        cell["tasks"] += 1
+        cell["seen"] += any(task.question in p for p in prompts.get(task.domain, ()))
+    return out
 
 
 def summary_of(rows: list[dict], ks) -> dict:

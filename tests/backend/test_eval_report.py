@@ -266,3 +266,13 @@ def test_evaluation_rows_list_every_status(pair):
     assert rows[failed]["status"] == "failed" and rows[failed]["error"] == "EngineError: the engine died"
     assert rows[b]["run / step"] == "r20261130-101010-abcd / 20" and rows[a]["run / step"] == "—"
     assert rows[a]["mix"] == "quick@2" and rows[a]["tasks × samples"] == f"3 domains × {TASKS} × {SAMPLES}"
+
+
+def test_questions_the_run_trained_on_are_noted(tmp_path):
+    store = Store(tmp_path / "s.db")
+    a = add_eval(store, "base", eval_rows(BASE))
+    b = add_eval(store, "ckpt", eval_rows(CHECKPOINT), extras={"seen_in_training": {
+        "chain_sum": {"tasks": TASKS, "seen": 3}, "humaneval": {"tasks": TASKS, "seen": 0}}})
+    notes = [w for w in build_report(store, [a, b])["warnings"] if "training run also sampled" in w]
+    assert len(notes) == 1 and f"chain_sum 3/{TASKS}" in notes[0] and "humaneval" not in notes[0]
+    assert not [w for w in build_report(store, [a])["warnings"] if "training run" in w]

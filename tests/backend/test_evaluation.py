@@ -137,3 +137,19 @@ def test_eval_config_takes_the_mix_the_domains_or_the_runs_own(tiny_model_dir, t
         eval_config(store, EvalSettings(), tiny_model_dir, None)
     with pytest.raises(ConfigError, match="mix"):
         eval_config(store, EvalSettings(mix="nope"), tiny_model_dir, None)
+
+
+def test_seen_in_training_counts_questions_the_run_sampled_verbatim(tmp_path):
+    from backend.domains import get_domain
+    from backend.evaluation import seen_in_training
+    from tests.backend.test_store import make_samples
+
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run("r", {}, total_steps=1)
+    d = get_domain("chain_sum")
+    tasks = [d.make_task(seed, 1) for seed in (1_000_000_000, 1_000_000_001)]
+    samples = make_samples(0, [1.0], "chain_sum")
+    samples[0].prompt = f"<|im_start|>user\n{tasks[0].question}\nGive your final answer<|im_end|>"
+    store.record_trajectories(run_id, 1, samples)
+    assert seen_in_training(store, run_id, tasks) == {"chain_sum": {"tasks": 2, "seen": 1}}
+    assert seen_in_training(store, None, tasks) == {}
