@@ -190,19 +190,25 @@ def episode_samples(group: int = 0) -> list[Sample]:
     return out
 
 
-def test_migration_from_version_5_makes_existing_rows_searchable(tmp_path):
-    import json
-
+def old_store(path, version: int):
+    """A database as rlwb wrote it at schema `version`, with one completed run "r1"."""
     import sqlite_utils
 
     from backend.store import MIGRATIONS
 
-    path = tmp_path / "v5.db"
     db = sqlite_utils.Database(path)
-    for version in range(1, 6):
-        MIGRATIONS[version](db)
-    db.execute("PRAGMA user_version = 5")
+    for v in range(1, version + 1):
+        MIGRATIONS[v](db)
+    db.execute(f"PRAGMA user_version = {version}")
     db["runs"].insert({"id": "r1", "name": "old", "status": "completed", "config": "{}", "created_at": "2025"})
+    return db
+
+
+def test_migration_from_version_5_makes_existing_rows_searchable(tmp_path):
+    import json
+
+    path = tmp_path / "v5.db"
+    db = old_store(path, 5)
     db["trajectories"].insert({"run_id": "r1", "step": 1, "domain": "terminal_files", "group_idx": 0,
                                "sample_idx": 0, "prompt": "list the files", "completion": "done",
                                "reward": 1.0, "finish_reason": "stop", "turns": json.dumps(TERMINAL_TURNS)})
@@ -316,16 +322,8 @@ def test_filtered_list_walks_the_list_index(store):
 
 
 def test_migration_to_version_7_keeps_runs_and_adds_evaluations(tmp_path):
-    import sqlite_utils
-
-    from backend.store import MIGRATIONS
-
     path = tmp_path / "v6.db"
-    db = sqlite_utils.Database(path)
-    for version in range(1, 7):
-        MIGRATIONS[version](db)
-    db.execute("PRAGMA user_version = 6")
-    db["runs"].insert({"id": "r1", "name": "old", "status": "completed", "config": "{}", "created_at": "2025"})
+    db = old_store(path, 6)
     db.close()
     with Store(path) as store:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == 7
