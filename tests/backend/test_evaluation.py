@@ -153,3 +153,18 @@ def test_seen_in_training_counts_questions_the_run_sampled_verbatim(tmp_path):
     store.record_trajectories(run_id, 1, samples)
     assert seen_in_training(store, run_id, tasks) == {"chain_sum": {"tasks": 2, "seen": 1}}
     assert seen_in_training(store, None, tasks) == {}
+
+
+def test_runs_show_lists_the_capability_evaluations_of_its_checkpoints(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    store = Store(db)
+    run_id = store.create_run("r", {"domains": {"chain_sum": 1.0}}, total_steps=4)
+    other = store.create_run("o", {}, total_steps=1)
+    done = store.create_eval(run_id, "/ck", {}, {}, run_id=run_id, step=4)
+    store.finish_eval(done, "completed", summary={"overall": {"pass@1": {"value": 0.25, "low": 0.1, "high": 0.4,
+                                                                          "n": 10}}})
+    store.create_eval(other, "/ck2", {}, {}, run_id=other, step=1)
+    assert main(["--db", str(db), "runs", "show", run_id]) == 0
+    out = capsys.readouterr().out
+    assert f"capability eval {done} of step 4: completed, pass@1 0.250" in out
+    assert "/ck2" not in out and out.count("capability eval") == 1
