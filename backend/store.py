@@ -23,9 +23,11 @@ shared between threads (one lock guards its connection), but each process opens 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,6 +85,40 @@ def _decode_turns(row: dict) -> dict:
 def _decode_all(row: dict) -> dict:
     """A trajectory row with its breakdown, retrieval record and turns decoded."""
     return _decode_turns(_decode(_decode(row, "breakdown"), "retrieval"))
+
+
+#: Columns `Store.record_trajectories` writes, in the order of `_trajectory_row`.
+TRAJECTORY_COLUMNS = ("run_id", "step", "domain", "task_seed", "group_idx", "sample_idx", "prompt", "completion",
+                      "answer", "reward", "breakdown", "advantage", "prompt_tokens", "completion_tokens",
+                      "finish_reason", "created_at", "turns", "fault", "difficulty", "retrieval")
+_ROWS_PER_INSERT = 1000  # rows per INSERT statement at most (the SQL text and its plan stay small)
+_to_json = json.JSONEncoder(default=str).encode  # == json.dumps(x, default=str), one encoder reused
+_as_sql = sqlite_utils.db.jsonify_if_needed  # what sqlite-utils' insert_all does to each value
+
+
+def _trajectory_row(run_id: str, step: int, now: str, s: Sample) -> tuple:
+    """The values of one trajectory row, in `TRAJECTORY_COLUMNS` order."""
+    c = s.completion
+    return (run_id, step, _as_sql(s.domain), int(s.task_seed), int(s.group), int(s.index), _as_sql(s.prompt),
+            _as_sql(c.text), _as_sql(s.answer), float(s.reward), _to_json(s.breakdown), float(s.advantage),
+            len(s.prompt_ids), len(c.token_ids), _as_sql(c.finish_reason), now,
+            _to_json(s.turns) if s.turns else None, _as_sql(s.fault), int(s.difficulty) or None,
+            _to_json(s.retrieval) if s.retrieval else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(rows: int) -> str:
+    """``INSERT INTO trajectories (...) VALUES (?, ...), ...`` for `rows` rows."""
+    one = "(" + ", ".join("?" * len(TRAJECTORY_COLUMNS)) + ")"
+    return f"INSERT INTO trajectories ({', '.join(TRAJECTORY_COLUMNS)}) VALUES " + ", ".join([one] * rows)
+
+
+def _max_variables(conn: sqlite3.Connection) -> int:
+    """How many ``?`` one statement may hold (SQLite's default before 3.32, 999, where
+    Python < 3.11 can't ask the connection)."""
+    if sys.version_info >= (3, 11):
+        return conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    return 999
 
 
 #: Characters of the completion a `Store.trajectory_summaries` row carries.
@@ -294,21 +330,22 @@ class Store(EvalVerbs):
 
     @_locked
     def record_trajectories(self, run_id: str, step: int, samples: list[Sample]) -> None:
-        """Store the scored samples of one step in one transaction; raises RunNotFound."""
-        now = _now()
-        rows = [{
-            "run_id": run_id, "step": int(step), "domain": s.domain, "task_seed": int(s.task_seed),
-            "group_idx": int(s.group), "sample_idx": int(s.index), "prompt": s.prompt,
-            "completion": s.completion.text, "answer": s.answer, "reward": float(s.reward),
-            "breakdown": json.dumps(s.breakdown, default=str), "advantage": float(s.advantage),
-            "prompt_tokens": len(s.prompt_ids), "completion_tokens": len(s.completion.token_ids),
-            "finish_reason": s.completion.finish_reason, "created_at": now,
-            "turns": json.dumps(s.turns, default=str) if s.turns else None, "fault": s.fault,
-            "difficulty": int(s.difficulty) or None,
-            "retrieval": json.dumps(s.retrieval, default=str) if s.retrieval else None,
-        } for s in samples]
+        """Store the scored samples of one step in one transaction; raises RunNotFound.
+
+        The rows go in through as few multi-row INSERTs as SQLite's parameter limit allows
+        (one for a step of up to `_ROWS_PER_INSERT` samples under SQLite's default limit
+        since 3.32; 49 rows a statement under the older 999). That matters for the search
+        index: its trigger runs inside each statement, and FTS5 flushes its pending terms
+        to a new on-disk segment at every statement's savepoint, so each extra statement
+        writes (and later merges) one more small segment. bench/store_ingest.py measures it.
+        """
+        now, step = _now(), int(step)
+        rows = [_trajectory_row(run_id, step, now, s) for s in samples]
+        per = max(1, min(_ROWS_PER_INSERT, _max_variables(self.db.conn) // len(TRAJECTORY_COLUMNS)))
         with self._writing(run_id):
-            self.db["trajectories"].insert_all(rows)
+            for i in range(0, len(rows), per):
+                chunk = rows[i:i + per]
+                self.db.conn.execute(_insert_sql(len(chunk)), [v for row in chunk for v in row])
 
     @_locked
     def record_sandbox_executions(self, rows: list[dict], run_id: str | None = None, step: int | None = None) -> None:

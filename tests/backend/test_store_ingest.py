@@ -1,0 +1,152 @@
+"""Tests of the batched `Store.record_trajectories`: it stores exactly what the previous
+row-dict path (sqlite-utils ``insert_all``, kept in bench/store_ingest.py as the baseline)
+stored (rows, search index, search hits), edge cases included. No timings here: the speed
+is bench/store_ingest.py's business."""
+
+import random
+
+import pytest
+
+import backend.store as store_module
+from backend.store import Store
+from bench.store_ingest import episode, old_record_trajectories
+from tests.backend.test_store import episode_samples, make_samples
+from trainer.types import Completion, Sample
+
+QUERIES = ["What", "zanzibar", "error", "sel*", '"bash sort"', "quokka", "marmoset", "cafe", "naïve", "日本語", "😀",
+           "answer", "select", "observation", "DONE", "exit_code", "nul", "tail"]
+
+
+def record_both(tmp_path, steps: list[list[Sample]]) -> tuple[Store, Store, str]:
+    """Two fresh stores (old path, new path) with the same run id and the same steps recorded."""
+    old, new = Store(tmp_path / "old.db"), Store(tmp_path / "new.db")
+    rid = old.create_run("ingest", {}, len(steps))
+    new.db["runs"].insert(old.db["runs"].get(rid))
+    for step, samples in enumerate(steps, start=1):
+        old_record_trajectories(old, rid, step, samples)
+        new.record_trajectories(rid, step, samples)
+    return old, new, rid
+
+
+def contents(store: Store, rid: str) -> dict:
+    """Everything a reader can see of a run's trajectories: raw rows (id included, time
+    left out), decoded rows, search hits, and the search index's terms with their counts."""
+    columns = ", ".join(c for c in store_module.TRAJECTORY_COLUMNS if c != "created_at")
+    raw = list(store.db.execute(f"SELECT id, {columns} FROM trajectories ORDER BY id"))
+    decoded = [{k: v for k, v in t.items() if k != "created_at"} for t in store.trajectories(rid, limit=100_000)]
+    hits = {q: [t["id"] for t in store.trajectories(rid, query=q, limit=100_000)] for q in QUERIES}
+    store.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, trajectories_fts, instance)")
+    terms = list(store.db.execute("SELECT term, doc, col, offset FROM temp.vocab ORDER BY term, doc, col, offset"))
+    docsize = list(store.db.execute("SELECT * FROM trajectories_fts_docsize ORDER BY id"))
+    return {"raw": raw, "decoded": decoded, "hits": hits, "terms": terms, "docsize": docsize}
+
+
+def assert_same(tmp_path, steps: list[list[Sample]]) -> dict:
+    old, new, rid = record_both(tmp_path, steps)
+    try:
+        expected, got = contents(old, rid), contents(new, rid)
+        for part in expected:
+            assert got[part] == expected[part], part
+        return got
+    finally:
+        old.close()
+        new.close()
+
+
+def unicode_sample(index: int = 0) -> Sample:
+    text = "naïve café — 日本語のテキスト 😀 \x00 nul\tbyte\r\n Ω≈ç √ العربية"
+    return Sample(domain="terminal_files", task_seed=7, group=0, index=index, prompt=f"Prompt {text}",
+                  prompt_ids=[1], completion=Completion([2, 3], [-0.1, -0.2], f"Completion {text}", "stop"),
+                  reward=1.0, breakdown={"note": text, "x": 1.5}, advantage=0.5, answer=text,
+                  turns=[{"turn": 1, "action": "command", "text": text, "command": "echo é\x00", "stdout": text},
+                         {"turn": 2, "action": "done", "text": "DONE"}],
+                  retrieval={"fragments": [{"text": text, "score": 0.25}]})
+
+
+def test_a_realistic_step_matches_the_old_path(tmp_path):
+    rng = random.Random(0)
+    steps = [[episode(rng, step, i // 8, i % 8) for i in range(48)] for step in (1, 2)]
+    steps[1] += episode_samples(6) + make_samples(7, [0.0, 1.0], "chain_sum")  # single-turn, 'length', no turns
+    steps[1][0].fault, steps[1][1].difficulty = "harness", 0
+    got = assert_same(tmp_path, steps)
+    assert len(got["raw"]) == 48 + 48 + 5 and got["hits"]["quokka"] and got["hits"]["marmoset"]
+    assert got["decoded"][0]["turns"] == steps[0][0].turns  # the turns round-trip
+
+
+def test_edge_cases_match_the_old_path(tmp_path):
+    one = make_samples(0, [1.0])
+    huge = episode(random.Random(1), 3, 0, 0)
+    huge.turns = huge.turns * 500 + [{"turn": 2001, "action": "command", "stdout": "x " * 500_000 + "needleword"}]
+    huge.completion.text *= 200
+    steps = [[], one, [huge], [unicode_sample(0), unicode_sample(1)]]
+    got = assert_same(tmp_path, steps)
+    assert [r["step"] for r in got["decoded"]] == [2, 3, 4, 4]
+    assert got["decoded"][1]["turns"] == huge.turns and got["decoded"][2]["prompt"] == unicode_sample().prompt
+    assert got["decoded"][2]["turns"] == unicode_sample().turns and got["hits"]["cafe"] == [3, 4]
+    with Store(tmp_path / "new.db") as s:
+        assert [t["id"] for t in s.trajectories(s.list_runs()[0]["id"], query="needleword")] == [2]
+
+
+def test_an_empty_step_is_a_no_op(tmp_path):
+    with Store(tmp_path / "rlwb.db") as store:
+        store.record_trajectories("no-such-run", 1, [])  # nothing to write: no error, as before
+        assert store.db.execute("SELECT count(*) FROM trajectories").fetchone()[0] == 0
+
+
+def test_values_of_other_types_are_stored_as_sqlite_utils_stored_them(tmp_path):
+    samples = make_samples(0, [1.0, 0.0, 0.5])
+    samples[0].answer, samples[1].answer, samples[2].answer = 42, {"a": ["é"]}, [1, "two"]
+    samples[1].breakdown = {"when": object, "n": 1}  # not JSON: stored through str()
+    assert_same(tmp_path, [samples])
+
+
+def test_a_step_larger_than_one_statement_keeps_order_and_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "_ROWS_PER_INSERT", 7)
+    rng = random.Random(2)
+    got = assert_same(tmp_path, [[episode(rng, 1, i // 8, i % 8) for i in range(23)]])
+    assert [(r["group_idx"], r["sample_idx"]) for r in got["decoded"]] == [(i // 8, i % 8) for i in range(23)]
+
+
+def test_one_insert_statement_per_step(tmp_path):
+    """FTS5 flushes its pending terms to a new segment at every statement's savepoint, so a
+    usual step (256 samples) goes in as one INSERT (what makes the batched path faster)."""
+
+    class CountingConnection:
+        def __init__(self, conn):
+            self.conn, self.inserts = conn, 0
+
+        def execute(self, sql, *args):
+            self.inserts += sql.startswith("INSERT INTO trajectories ")
+            return self.conn.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+    rng = random.Random(3)
+    samples = [episode(rng, 1, i // 8, i % 8) for i in range(256)]
+    with Store(tmp_path / "rlwb.db") as store:
+        rid = store.create_run("ingest", {}, 1)
+        counting = store.db.conn = CountingConnection(store.db.conn)
+        store.record_trajectories(rid, 1, samples)
+        store.db.conn = counting.conn
+        assert counting.inserts == 1 and store.count_trajectories(rid) == 256
+
+
+def test_a_failing_row_leaves_the_step_unwritten(tmp_path):
+    bad = make_samples(0, [1.0, 0.0, 0.5])
+    bad[2].prompt = "lone surrogate \ud800"  # can't be encoded as UTF-8
+    old, new, rid = record_both(tmp_path, [make_samples(1, [1.0])])
+    try:
+        errors = []
+        for record in (lambda: old_record_trajectories(old, rid, 2, bad), lambda: new.record_trajectories(rid, 2, bad)):
+            with pytest.raises(UnicodeEncodeError) as e:
+                record()
+            errors.append(type(e.value))
+        assert errors[0] is errors[1]
+        assert contents(old, rid) == contents(new, rid)
+        assert [t["step"] for t in new.trajectories(rid)] == [1]  # nothing of step 2, index included
+        new.record_trajectories(rid, 2, make_samples(0, [1.0]))  # the store is still usable
+        assert new.count_trajectories(rid) == 2
+    finally:
+        old.close()
+        new.close()
