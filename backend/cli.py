@@ -577,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.command in ("run", "runs"):
             print("stopped (Ctrl-C); the run is marked stopped and keeps what was written", file=sys.stderr)
+        elif args.command == "eval" and getattr(args, "eval_command", None) == "run":
+            print("interrupted; the evaluation is marked failed (its samples so far are kept, but a report needs "
+                  "a completed one): run it again", file=sys.stderr)
         else:
             print("interrupted (Ctrl-C); nothing half-written is left", file=sys.stderr)
         return 130

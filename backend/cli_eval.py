@@ -16,12 +16,12 @@ SUBCOMMANDS = ("run", "list", "show", "report", "context-length")
 
 
 def normalize_argv(argv: list[str]) -> list[str]:
-    """``rlwb eval MODEL ...`` is ``rlwb eval run MODEL ...``: insert "run" when the word
-    after "eval" is not one of its sub-commands or an option (global options first)."""
+    """``rlwb eval [OPTIONS] MODEL ...`` is ``rlwb eval run ...``: insert "run" when the word
+    after "eval" is not one of its sub-commands or a help flag (global options first)."""
     out = list(argv)
     for i, word in enumerate(out):
         if word == "eval":
-            if i + 1 < len(out) and out[i + 1] not in SUBCOMMANDS and not out[i + 1].startswith("-"):
+            if i + 1 < len(out) and out[i + 1] not in SUBCOMMANDS and out[i + 1] not in ("-h", "--help"):
                 out.insert(i + 1, "run")
             return out
         if not word.startswith("-") and (i == 0 or out[i - 1] != "--db"):
@@ -39,14 +39,31 @@ def _fmt(v, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+#: EvalSettings field -> the flag that sets it, for error messages
+FLAGS = {"mix": "--mix", "domains": "--domains", "difficulty": "--difficulty", "tasks_per_domain": "--tasks",
+         "samples": "--samples", "ks": "--k", "temperature": "--temperature", "max_new_tokens": "--max-new-tokens",
+         "seed_offset": "--seed-offset", "seed": "--seed", "rollout_engine": "--engine",
+         "context_budget_tokens": "--context-budget"}
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def cmd_eval_run(args) -> int:
+    import signal
+
     from backend.evaluation import evaluate_model, parse_settings
 
+    # SIGTERM (`kill`, a closed terminal's hang-up) ends it like Ctrl-C: the evaluation is marked failed
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGHUP, _raise_interrupt)
     settings = parse_settings({
         "mix": args.mix, "domains": args.domains, "difficulty": args.difficulty,
         "tasks_per_domain": args.tasks, "samples": args.samples, "ks": args.k, "temperature": args.temperature,
         "max_new_tokens": args.max_new_tokens, "seed_offset": args.seed_offset, "seed": args.seed,
-        "rollout_engine": args.engine, "context_sweep": not args.no_context_sweep})
+        "rollout_engine": args.engine, "context_sweep": not args.no_context_sweep,
+        "context_budget_tokens": args.context_budget}, names=FLAGS)
     store = _store(args)
     eval_id = evaluate_model(store, args.model, settings, progress=lambda line: print(line, file=sys.stderr))
     _print_eval(store.get_eval(eval_id))
@@ -131,7 +148,8 @@ def cmd_eval_report(args) -> int:
 
     store = _store(args)
     ids = [resolve_eval_ref(store, ref) for ref in [args.a] + ([args.b] if args.b else [])]
-    report = write_html(store, ids, args.html) if args.html else build_report(store, ids)
+    report = write_html(store, ids, args.html, overwrite=args.force) if args.html is not None \
+        else build_report(store, ids)
     print(headline_text(report))
     if args.html:
         print(f"\nreport written to {args.html}")
@@ -179,6 +197,8 @@ def register(ev: argparse._SubParsersAction, positive) -> None:
     r.add_argument("--seed", type=int, default=0, help="the engine's sampling seed (default 0)")
     r.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="rollout engine (default vllm)")
     r.add_argument("--no-context-sweep", action="store_true", help="skip the needle sweep for needle_haystack")
+    r.add_argument("--context-budget", type=positive, default=None, help="retrieval domains: tokens of retrieved "
+                   "context per prompt (default: the run's, else 1536)")
     r.set_defaults(fn=cmd_eval_run)
     li = ev.add_parser("list", help="stored evaluations, newest first")
     li.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
@@ -191,5 +211,6 @@ def register(ev: argparse._SubParsersAction, positive) -> None:
     rep.add_argument("a", help="the baseline (e.g. the base model): an evaluation id, or a training run id for "
                      "the newest completed evaluation of its checkpoints")
     rep.add_argument("b", nargs="?", help="what to compare against A (e.g. the checkpoint), the same way")
-    rep.add_argument("--html", help="also write a self-contained HTML report to this file")
+    rep.add_argument("--html", help="also write a self-contained HTML report to this (new) file")
+    rep.add_argument("--force", action="store_true", help="let --html replace an existing file")
     rep.set_defaults(fn=cmd_eval_report)

@@ -255,6 +255,10 @@ class RunConfig(BaseModel):
         if v and not info.data.get("eval_tasks_per_domain"):
             raise ValueError(f"evaluating every {v} steps needs held-out tasks: set eval_tasks_per_domain "
                              "(e.g. 20) or eval_every: 0")
+        steps = info.data.get("steps")
+        if v and steps is not None and v >= steps:
+            raise ValueError(f"evaluating every {v} steps in a {steps}-step run adds nothing to the evaluations "
+                             f"before and after training; set eval_every below {steps}, or 0")
         return v
 
     @field_validator("model")

@@ -29,7 +29,8 @@ from backend.errors import ConfigError, WorkbenchError
 from backend.eval_stats import DEFAULT_RESAMPLES, compare, summarize
 
 MISSING = "—"
-VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "no clear change": "#9e9e9e"}
+VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "no clear change": "#9e9e9e",
+                  "too few tasks": "#bdbdbd"}
 SIDE_COLORS = ("#7f7f7f", "#1f77b4")  # A (baseline) grey, B blue
 MARGIN = {"l": 10, "r": 10, "t": 50, "b": 10}  # plotly figure margins (px)
 
@@ -74,6 +75,12 @@ def mix_label(suite: dict) -> str:
     return suite.get("mix") or ", ".join(suite.get("domains") or {}) or MISSING
 
 
+def _first_line(text: str | None, limit: int = 300) -> str:
+    """An error's first line, cut to `limit` characters (a page table, a message)."""
+    line = (text or "").split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def evaluation_rows(evals: list[dict]) -> list[dict]:
     """The list of evaluations (rows of `Store.list_evals`) as display rows: id, model,
     run / step, mix, domains × tasks per domain × samples, status, created (UTC), error."""
@@ -85,14 +92,14 @@ def evaluation_rows(evals: list[dict]) -> list[dict]:
                     "mix": mix_label(suite), "tasks × samples": f"{len(suite.get('domains') or {})} domains × "
                     f"{suite.get('tasks_per_domain')} × {suite.get('samples')}", "status": e["status"],
                     "created": (e.get("created_at") or "")[:19].replace("T", " "),
-                    "error": (e.get("error") or "").split("\n")[0]})
+                    "error": _first_line(e.get("error"))})
     return out
 
 
 def _side(store, eval_id: str) -> dict:
     ev = store.get_eval(eval_id)
     if ev["status"] != "completed":
-        why = f" ({str(ev.get('error') or '').splitlines()[0]})" if ev.get("error") else ""
+        why = f" ({_first_line(ev.get('error'))})" if ev.get("error") else ""
         raise ConfigError(f"evaluation '{eval_id}' is {ev['status']}{why}, not completed; only completed "
                           "evaluations can be reported (see `rlwb eval list`)")
     suite = ev.get("suite") or {}
@@ -116,10 +123,10 @@ def _seen_warning(side: dict) -> list[str]:
     """A note when held-out tasks repeat, verbatim, a question the checkpoint's run trained on
     (`backend.evaluation.seen_in_training`): different seeds, same question (small task spaces)."""
     seen = side["stored_extras"].get("seen_in_training") or {}
-    hits = {d: c for d, c in seen.items() if c.get("seen")}
+    hits = {d: c for d, c in seen.items() if isinstance(c, dict) and c.get("seen")}
     if not hits:
         return []
-    parts = ", ".join(f"{d} {c['seen']}/{c['tasks']}" for d, c in sorted(hits.items()))
+    parts = ", ".join(f"{d} {c['seen']}/{c.get('tasks', '?')}" for d, c in sorted(hits.items()))
     return [f"{side['label']}: some held-out tasks ask a question its training run also sampled (under another "
             f"seed; small task spaces repeat questions): {parts}."]
 
@@ -176,8 +183,12 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         if sha_a and sha_a == sha_b:
             warnings.append(f"A and B have the same weights (sha256 {sha_a[:12]}…); any difference is sampling noise.")
         warnings += _settings_warnings(a, b)
-    for side in sides:
+    for side, summary in zip(sides, summaries):
         warnings += _seen_warning(side)
+        faults = sum(d.get("faults") or 0 for d in summary["domains"].values())
+        if faults:
+            warnings.append(f"{side['label']}: {faults} samples hit a harness fault (a sandbox failed, not the "
+                            "model) and are left out; pass@k covers only tasks with at least k scored samples.")
     return {"sides": sides, "ks": ks, "k": max(ks) if ks and max(ks) > 1 else None, "summaries": summaries,
             "comparison": comparison, "extras": extras, "families": families, "warnings": warnings,
             "resamples": resamples}
@@ -254,7 +265,7 @@ def headline_rows(report: dict) -> list[dict]:
     """The headline table: one row per domain (by name) and an "all domains" row, with
     pass@1 of A and B (percent, 95% CI), the paired delta B - A in percentage points with
     its CI, pass@k of A and B, mean reward (0..1) of A and B and the verdict of the pass@1
-    delta ("regression", "improvement", "no clear change", "only in A/B"). One evaluation:
+    delta ("regression", "improvement", "no clear change", "too few tasks", "only in A/B"). One evaluation:
     its own columns without A/B and without delta and verdict. Empty report: []."""
     return _grouped_rows(report, "domains", "domain") if report["sides"] else []
 
@@ -445,21 +456,35 @@ def report_html(report: dict) -> str:
         figures=figures)
 
 
-def write_html(store, eval_ids: list[str], path: str | Path, resamples: int = DEFAULT_RESAMPLES) -> dict:
+def write_html(store, eval_ids: list[str], path: str | Path, resamples: int = DEFAULT_RESAMPLES,
+               overwrite: bool = False) -> dict:
     """Build the report of `eval_ids` (see `build_report`) and write it to `path` as one
     self-contained HTML file, atomically (a temporary file in the same directory, then
-    `os.replace`). Returns the report.
+    `os.replace`). A symlink is followed (its target is written). Returns the report.
 
     Raises:
-        ConfigError: the directory of `path` does not exist or `path` is a directory.
+        ConfigError: an empty path; a directory that does not exist; `path` is a directory,
+            a device, FIFO or socket, or the store's own database; an existing file without
+            `overwrite`.
         EvalNotFound, ConfigError: from `build_report`.
     """
-    path = Path(path)
+    if not str(path).strip():
+        raise ConfigError("--html needs a file name, e.g. --html report.html")
+    path = Path(path).resolve()  # write a symlink's target, not over the link
     if not path.parent.is_dir():
         raise ConfigError(f"can't write {path}: the directory {path.parent} does not exist; create it or "
                           "pick another --html path")
     if path.is_dir():
         raise ConfigError(f"can't write {path}: it is a directory; give a file name such as {path / 'report.html'}")
+    if path.exists():
+        if not path.is_file():
+            raise ConfigError(f"can't write {path}: it is not a regular file (a device, FIFO or socket); "
+                              "pick another --html path")
+        store_file = Path(getattr(store, "path", "")) if getattr(store, "path", ":memory:") != ":memory:" else None
+        if store_file is not None and store_file.exists() and os.path.samefile(path, store_file):
+            raise ConfigError(f"can't write {path}: it is the store's database; pick another --html path")
+        if not overwrite:
+            raise ConfigError(f"{path} exists; pass --force to replace it, or pick another --html path")
     report = build_report(store, eval_ids, resamples)
     html = report_html(report)
     try:

@@ -19,7 +19,6 @@ tasks both evaluations share, so the two models' results on a task stay paired.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
@@ -27,6 +26,10 @@ import numpy as np
 
 DEFAULT_RESAMPLES = 1000
 CONFIDENCE = 0.95
+#: Fewer shared tasks than this get no verdict: the bootstrap over tasks ignores the
+#: sampling noise within a task, and with a handful of tasks its interval can collapse to
+#: a point (every task changed by the same amount) and claim certainty it doesn't have.
+MIN_TASKS_FOR_VERDICT = 10
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -151,7 +154,8 @@ def summarize(rows: list[dict], ks=(1,), families: dict[str, str] | None = None,
         resamples: bootstrap resamples per interval.
 
     Returns:
-        {"domains": {domain: {metric: Estimate, "tasks", "samples", "tool_call_validity"
+        {"domains": {domain: {metric: Estimate, "tasks", "samples", "faults" (samples left out
+        for a harness fault; a task with fewer than k scored samples has no pass@k), "tool_call_validity"
         (valid calls / calls, None without calls), "calls", "mean_turns"}}, "families":
         {family: {metric: Estimate, "tasks", "domains"}}, "overall": {metric: Estimate}}.
         Family and overall estimates weigh every task alike.
@@ -159,13 +163,16 @@ def summarize(rows: list[dict], ks=(1,), families: dict[str, str] | None = None,
     per_task = _per_task(rows, ks)
     stats = task_results(rows)
     names = metric_names(ks)
+    faults: dict[str, int] = defaultdict(int)  # samples the harness failed on, left out of every metric
+    for r in rows:
+        faults[r["domain"]] += bool(r.get("fault"))
     by_domain: dict[str, list[TaskKey]] = defaultdict(list)
     for key in per_task:
         by_domain[key[0]].append(key)
     domains = {}
     for d, keys in sorted(by_domain.items()):
         calls = sum(stats[k]["calls"] for k in keys)
-        domains[d] = {**_estimates(per_task, keys, names, resamples), "tasks": len(keys),
+        domains[d] = {**_estimates(per_task, keys, names, resamples), "tasks": len(keys), "faults": faults[d],
                       "samples": sum(stats[k]["n"] for k in keys), "calls": calls,
                       "tool_call_validity": (sum(stats[k]["valid_calls"] for k in keys) / calls) if calls else None,
                       "mean_turns": sum(stats[k]["turns"] for k in keys) / len(keys)}
@@ -187,8 +194,8 @@ class Delta:
         a, b: the two means over the shared tasks.
         delta: b - a, with its bootstrap interval `low`..`high` (tasks resampled in pairs).
         n: shared tasks.
-        verdict: "regression" (the whole interval below 0), "improvement" (above 0) or
-            "no clear change".
+        verdict: "regression" (the whole interval below 0), "improvement" (above 0),
+            "no clear change", or "too few tasks" (under MIN_TASKS_FOR_VERDICT shared tasks).
     """
 
     a: float
@@ -213,7 +220,10 @@ def paired_delta(a_values, b_values, resamples: int = DEFAULT_RESAMPLES, seed: i
     if a.shape != b.shape:
         raise ValueError(f"paired values need equal lengths, got {a.size} and {b.size}")
     est = bootstrap_mean(b - a, resamples, seed)
-    verdict = "regression" if est.high < 0 else "improvement" if est.low > 0 else "no clear change"
+    if est.n < MIN_TASKS_FOR_VERDICT:
+        verdict = "too few tasks"
+    else:
+        verdict = "regression" if est.high < 0 else "improvement" if est.low > 0 else "no clear change"
     return Delta(float(a.mean()), float(b.mean()), est.value, est.low, est.high, est.n, verdict)
 
 
@@ -272,8 +282,3 @@ def usable_context(cells: list[dict], threshold: float = 0.5, mode: str = "full"
             break
         usable = length
     return usable
-
-
-def finite(x) -> bool:
-    """True for a real number that is not NaN or infinite."""
-    return isinstance(x, (int, float)) and math.isfinite(x)

@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
 
@@ -49,7 +49,7 @@ class EvalSettings(BaseModel):
     mix: str | None = Field(None, description="A stored mix, NAME or NAME@VERSION (`rlwb mix list`).")
     domains: list[str] | None = Field(None, description="Domain names, when no mix is given.")
     difficulty: int = Field(1, ge=1, le=5, description="Level of the tasks of `domains`.")
-    tasks_per_domain: int = Field(50, ge=1, le=10_000, description="Held-out tasks per domain.")
+    tasks_per_domain: int = Field(50, ge=1, le=10_000, description="Held-out tasks per domain (1 to 10,000).")
     samples: int = Field(8, ge=1, le=256, description="Completions sampled per task (n of pass@k).")
     ks: list[int] = Field([1, 8], min_length=1, description="The k values of pass@k, each 1..samples.")
     temperature: float = Field(1.0, ge=0.0, le=2.0, description="Sampling temperature.")
@@ -60,26 +60,54 @@ class EvalSettings(BaseModel):
     rollout_engine: str = Field("vllm", pattern="^(vllm|hf)$", description="vllm (default) or hf.")
     context_sweep: bool = Field(True, description="Measure usable context length when the mix has needle_haystack.")
 
-    @model_validator(mode="after")
-    def _ks_within_samples(self) -> "EvalSettings":
-        bad = [k for k in self.ks if not 1 <= k <= self.samples]
+    context_budget_tokens: int | None = Field(
+        None, ge=128, le=131_072, description="Retrieval domains: context budget (default: the run's or 1536).")
+
+    @field_validator("domains")
+    @classmethod
+    def _mix_or_domains(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("give at least one domain, e.g. chain_sum,basic_arithmetic")
+        if v and info.data.get("mix") is not None:
+            raise ValueError("give either a mix or domains, not both")
+        return v
+
+    @field_validator("ks")
+    @classmethod
+    def _ks_within_samples(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        samples = info.data.get("samples")
+        bad = [k for k in v if samples is not None and not 1 <= k <= samples]
         if bad:
-            raise ValueError(f"ks {bad} must each be between 1 and samples ({self.samples}); "
-                             f"raise samples or drop those k")
-        if self.mix is not None and self.domains:
-            raise ValueError("give either mix or domains, not both")
-        self.ks = sorted(set(self.ks))
-        return self
+            raise ValueError(f"k {', '.join(map(str, bad))} must be between 1 and the samples per task ({samples}); "
+                             f"raise the samples to at least {max(bad)} or drop those k")
+        return sorted(set(v))
+
+    @field_validator("seed_offset")
+    @classmethod
+    def _seeds_in_range(cls, v: int, info: ValidationInfo) -> int:
+        from backend.domains import HELDOUT_SEED_RANGE
+
+        room = HELDOUT_SEED_RANGE[1] - HELDOUT_SEED_RANGE[0]
+        tasks = info.data.get("tasks_per_domain") or 0
+        if v + tasks > room:
+            raise ValueError(f"the seed offset plus the tasks per domain must stay within the {room:,} held-out "
+                             f"seeds; use an offset of at most {room - tasks:,}")
+        return v
 
 
-def parse_settings(data: dict) -> EvalSettings:
-    """`EvalSettings` from a dict; raises ConfigError naming the first bad field and the fix."""
+def parse_settings(data: dict, names: dict[str, str] | None = None) -> EvalSettings:
+    """`EvalSettings` from a dict; raises ConfigError naming the first bad field and the fix.
+
+    Args:
+        names: how the caller calls the fields (e.g. the CLI's flags: {"ks": "--k"}), for the message.
+    """
     try:
         return EvalSettings.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "settings"
-        raise ConfigError(f"field '{field}': {err['msg'].removeprefix('Value error, ')}") from None
+        field = (names or {}).get(field, f"field '{field}'")
+        raise ConfigError(f"{field}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
 def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
@@ -94,8 +122,16 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
     """
     from backend.models import resolve_model
 
-    run_id, _, step = ref.partition(":")
-    if run_id.startswith("r") and not Path(ref).exists():
+    run_id, colon, step = ref.partition(":")
+    try:
+        exists = Path(ref).exists()
+    except OSError as e:  # a name too long for the file system, ...
+        raise ModelNotFound(f"model {ref[:80]!r}…: {e.strerror}; name a fetched model, a checkpoint directory, "
+                            "RUN_ID or RUN_ID:STEP") from None
+    if colon and not step and not exists:
+        raise ModelNotFound(f"'{ref}': give the step after ':', e.g. {run_id}:20, or just {run_id} for its newest "
+                            "checkpoint")
+    if run_id.startswith("r") and not exists:
         try:
             checkpoints = store.checkpoints(run_id)
             store.get_run(run_id)
@@ -163,6 +199,8 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
     if settings.mix is None and not settings.domains and not data:
         raise ConfigError("field 'mix': name a stored mix (`--mix NAME`, see `rlwb mix list`) or domains "
                           "(`--domains chain_sum,basic_arithmetic`); only a training run's checkpoint brings its own")
+    if settings.context_budget_tokens is not None:
+        data["context_budget_tokens"] = settings.context_budget_tokens
     if settings.mix is not None:  # a config with a mix names neither domains nor difficulty
         for key in ("domains", "difficulty", "mix_spec", "curriculum"):
             data.pop(key, None)
@@ -241,10 +279,30 @@ def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[
     try:
         summary, extras = _play(store, eval_id, cfg, model_path, tasks, settings, say, run_id)
     except BaseException as e:
-        store.finish_eval(eval_id, "failed", error=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-4000:]}")
+        store.finish_eval(eval_id, "failed", error=f"{type(e).__name__}: {e}\n{_clipped(traceback.format_exc())}")
         raise
     store.finish_eval(eval_id, "completed", summary=summary, extras=extras)
     return eval_id
+
+
+def _clipped(text: str, head: int = 3000, tail: int = 3000) -> str:
+    """A long traceback's first and last characters (the cause is often at the top)."""
+    return text if len(text) <= head + tail else f"{text[:head]}\n[... {len(text) - head - tail} characters ...]\n{text[-tail:]}"
+
+
+def _open(cfg, model_path: Path, seed: int, engine_kw: dict):
+    """`open_engine`, with a model that fails to load reported as an EngineError naming it."""
+    from backend.errors import EngineError
+    from trainer.rollout import open_engine
+
+    try:
+        return open_engine(cfg.rollout_engine, model_path, seed=seed, dtype=cfg.dtype, **engine_kw)
+    except WorkbenchError:
+        raise
+    except Exception as e:  # a corrupt or truncated checkpoint, an unsupported architecture, ...
+        raise EngineError(f"could not load {model_path} into the {cfg.rollout_engine} engine: "
+                          f"{type(e).__name__}: {e}; check the checkpoint (re-fetch the model or pick another "
+                          "checkpoint)") from e
 
 
 def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSettings, say,
@@ -254,7 +312,6 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     from backend.domains import get_domain
     from trainer.episodes import maybe_runtime
     from trainer.loop import engine_options, rollout
-    from trainer.rollout import open_engine
 
     from backend.models import context_window
 
@@ -265,13 +322,13 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     if sweep and "max_model_len" in engine_kw:  # the sweep's full-context asks fill the whole window
         engine_kw["max_model_len"] = context_window(model_path, default=engine_kw["max_model_len"])
     with maybe_runtime(cfg) as runtime:
-        engine = open_engine(cfg.rollout_engine, model_path, seed=settings.seed, dtype=cfg.dtype, **engine_kw)
+        engine = _open(cfg, model_path, settings.seed, engine_kw)
         try:
             seen: dict[str, dict[str, int]] = {}
             for d in dict.fromkeys(t[0] for t in tasks):
                 domain = get_domain(d)
                 batch = [domain.make_task(seed, level) for name, level, seed in tasks if name == d]
-                seen.update(seen_in_training(store, run_id, batch))
+                seen.update(seen_in_training(store, run_id, batch, tokenizer, cfg.context_budget_tokens))
                 samples = rollout(engine, tokenizer, batch, settings.samples, settings.max_new_tokens,
                                   settings.temperature, settings.top_p, runtime=runtime, cfg=cfg)
                 got = [sample_row(s) for s in samples]
@@ -290,11 +347,16 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     return summary, extras
 
 
-def seen_in_training(store, run_id: str | None, tasks) -> dict[str, dict[str, int]]:
-    """Held-out tasks whose question a checkpoint's training run had in a prompt verbatim,
-    per domain: {domain: {"tasks", "seen"}}. Seeds never overlap (`backend.domains`), but a
-    small task space (level-1 arithmetic has a few hundred questions) repeats questions
-    under different seeds; the report shows the count. {} for a model without a run."""
+def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | None = None) -> dict[str, dict[str, int]]:
+    """Held-out tasks whose prompt a checkpoint's training run sampled, exactly, per domain:
+    {domain: {"tasks", "seen"}}. Seeds never overlap (`backend.domains`), but a small task
+    space (level-1 arithmetic has a few hundred questions) repeats questions under
+    different seeds; the report shows the count. {} for a model without a run.
+
+    Prompts are rendered as training renders them (`trainer.loop.render_prompt`: the chat
+    template, the context `budget` of retrieval domains) and compared whole."""
+    from trainer.loop import render_prompt
+
     if run_id is None:
         return {}
     prompts = store.run_prompts(run_id)
@@ -302,7 +364,7 @@ def seen_in_training(store, run_id: str | None, tasks) -> dict[str, dict[str, in
     for task in tasks:
         cell = out.setdefault(task.domain, {"tasks": 0, "seen": 0})
         cell["tasks"] += 1
-        cell["seen"] += any(task.question in p for p in prompts.get(task.domain, ()))
+        cell["seen"] += render_prompt(tokenizer, task, budget)[0] in prompts.get(task.domain, ())
     return out
 
 
@@ -397,9 +459,11 @@ def resolve_eval_ref(store, ref: str) -> str:
 def refresh_eval_liveness(store) -> list[str]:
     """Mark failed every 'running' evaluation whose process is gone (killed, crashed);
     returns their ids."""
-    from backend.runs import process_alive
+    from backend.runs import run_process_alive
 
-    dead = [e["id"] for e in store.list_evals(statuses=("running",)) if not process_alive(e.get("pid"))]
+    # the process must have started before the evaluation was created (else the pid was reused)
+    dead = [e["id"] for e in store.list_evals(statuses=("running",))
+            if not run_process_alive({"pid": e.get("pid"), "heartbeat_at": e["created_at"]})]
     for eval_id in dead:
         store.finish_eval(eval_id, "failed", error="the evaluation's process ended before it finished; run it again")
     return dead

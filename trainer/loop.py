@@ -396,11 +396,13 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
             for step in range(first, cfg.steps + 1):
                 metrics = train_step(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, step, runtime,
                                      curriculum)
-                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
-                    save(step)
+                # evaluate before checkpointing: a run stopped in between resumes from the
+                # previous checkpoint and evaluates this step again, leaving no gap in the curve
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                     run_evaluation(engine, tokenizer, cfg, store, run_id, f"step-{step}",
                                    f"{run_id} policy at step {step}", runtime)
+                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
+                    save(step)
                 if on_step:
                     on_step(step, metrics)
             path = save(cfg.steps)

@@ -276,3 +276,29 @@ def test_questions_the_run_trained_on_are_noted(tmp_path):
     notes = [w for w in build_report(store, [a, b])["warnings"] if "training run also sampled" in w]
     assert len(notes) == 1 and f"chain_sum 3/{TASKS}" in notes[0] and "humaneval" not in notes[0]
     assert not [w for w in build_report(store, [a])["warnings"] if "training run" in w]
+
+
+def test_write_html_never_clobbers_what_isnt_a_new_report(pair, tmp_path):
+    import os
+
+    store, a, b = pair
+    with pytest.raises(ConfigError, match="store's database"):
+        write_html(store, [a, b], store.path, overwrite=True)
+    assert store.list_evals()  # the store is intact
+    existing = tmp_path / "notes.txt"
+    existing.write_text("keep me")
+    with pytest.raises(ConfigError, match="exists; pass --force"):
+        write_html(store, [a, b], existing)
+    assert existing.read_text() == "keep me"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        write_html(store, [a, b], fifo, overwrite=True)
+    with pytest.raises(ConfigError, match="needs a file name"):
+        write_html(store, [a, b], "")
+    target, link = tmp_path / "target.html", tmp_path / "link.html"
+    link.symlink_to(target)
+    write_html(store, [a, b], link, resamples=50)  # a link to a new file: the target is written
+    assert link.is_symlink() and "<html" in target.read_text()[:300].lower()
+    write_html(store, [a, b], existing, resamples=50, overwrite=True)
+    assert "<html" in existing.read_text()[:300].lower()

@@ -6,7 +6,9 @@ import random
 import numpy as np
 import pytest
 
-from backend.eval_stats import bootstrap_mean, compare, pass_at_k, summarize, task_results, usable_context
+from backend.eval_stats import (
+    bootstrap_mean, compare, paired_delta, pass_at_k, summarize, task_results, usable_context,
+)
 
 
 def test_pass_at_k_matches_the_closed_form_on_every_small_count():
@@ -118,6 +120,22 @@ def test_compare_pairs_only_shared_tasks():
     out = compare(a, b)
     assert out["shared_tasks"] == 6 and out["only_a"] == 4 and out["only_b"] == 0
     assert out["domains"]["x"]["pass@1"].n == 6
+
+
+def test_no_verdict_from_a_handful_of_tasks():
+    # three tasks each one sample worse: the interval collapses to a point, but 3 tasks settle nothing
+    d = paired_delta([1.0, 0.5, 0.25], [0.875, 0.375, 0.125])
+    assert d.low == d.high and d.verdict == "too few tasks"
+    many = paired_delta([0.5] * 10, [0.375] * 10)
+    assert many.verdict == "regression"
+
+
+def test_faults_are_counted_and_left_out():
+    rows = _rows("x", 2, 4, lambda t: 1.0 if t == 0 else 0.0)
+    rows[0] = {**rows[0], "fault": "harness"}
+    out = summarize(rows, ks=(1, 4))["domains"]["x"]
+    assert out["faults"] == 1 and out["samples"] == 7
+    assert out["pass@1"].n == 2 and out["pass@4"].n == 1  # task 0 has 3 scored samples: no pass@4
 
 
 def test_usable_context_is_the_longest_length_before_the_first_failure():

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from backend.cli import main
-from backend.cli_eval import normalize_argv
+from backend.cli_eval import FLAGS, normalize_argv
 from backend.domains import HELDOUT_SEED_RANGE, TRAIN_SEED_RANGE, is_heldout
 from backend.errors import ConfigError, EvalNotFound, ModelNotFound
 from backend.evaluation import (
@@ -28,10 +28,14 @@ def test_suite_tasks_are_held_out_and_cycle_through_the_levels():
 
 
 def test_settings_refuse_k_above_samples_and_mix_with_domains():
-    with pytest.raises(ConfigError, match="ks .*between 1 and samples"):
+    with pytest.raises(ConfigError, match="field 'ks': k 8 must be between 1 and the samples per task"):
         parse_settings({"samples": 4, "ks": [1, 8], "mix": "m"})
-    with pytest.raises(ConfigError, match="either mix or domains"):
-        parse_settings({"mix": "m", "domains": ["chain_sum"]})
+    with pytest.raises(ConfigError, match="^--k: k 3 must be .* raise the samples to at least 3"):
+        parse_settings({"samples": 2, "ks": [3]}, names=FLAGS)
+    with pytest.raises(ConfigError, match="^--domains: give either a mix or domains"):
+        parse_settings({"mix": "m", "domains": ["chain_sum"]}, names=FLAGS)
+    with pytest.raises(ConfigError, match="^--seed-offset: .*at most 99,999,950"):
+        parse_settings({"tasks_per_domain": 50, "seed_offset": 999_999_999_999}, names=FLAGS)
     with pytest.raises(ConfigError, match="tasks_per_domain"):
         parse_settings({"tasks_per_domain": 0})
     assert EvalSettings(ks=[8, 1, 8]).ks == [1, 8]
@@ -75,6 +79,10 @@ def test_model_references_run_step_directory_and_errors(tiny_model_dir, tmp_path
         resolve_eval_model(store, f"{run_id}:last")
     with pytest.raises(ModelNotFound):
         resolve_eval_model(store, "r-no-such-run")
+    with pytest.raises(ModelNotFound, match="give the step after ':'"):
+        resolve_eval_model(store, f"{run_id}:")
+    with pytest.raises(ModelNotFound, match="name a fetched model"):
+        resolve_eval_model(store, str(tmp_path / ("a" * 300)))  # longer than a file name may be
 
 
 def test_report_references_take_an_evaluation_or_a_run(tiny_model_dir, tmp_path):
@@ -97,6 +105,7 @@ def test_report_references_take_an_evaluation_or_a_run(tiny_model_dir, tmp_path)
     (["eval", "report", "a", "b"], ["eval", "report", "a", "b"]),
     (["eval", "--help"], ["eval", "--help"]),
     (["runs", "show", "eval"], ["runs", "show", "eval"]),  # "eval" as another command's argument
+    (["eval", "--mix", "q", "smollm2-135m"], ["eval", "run", "--mix", "q", "smollm2-135m"]),  # options first
 ])
 def test_eval_model_is_eval_run_model(argv, expected):
     assert normalize_argv(argv) == expected
@@ -105,11 +114,13 @@ def test_eval_model_is_eval_run_model(argv, expected):
 def test_cli_bad_input_names_the_field_and_stores_nothing(tmp_path, capsys):
     db = str(tmp_path / "s.db")
     assert main(["--db", db, "eval", "smollm2-135m", "--samples", "4", "--k", "1,8", "--mix", "m"]) == 2
-    assert "ks [8]" in capsys.readouterr().err
+    assert "error: --k: k 8 must be between 1 and the samples per task (4)" in capsys.readouterr().err
     assert main(["--db", db, "eval", "/no/such/model", "--mix", "m"]) == 2
     assert capsys.readouterr().err.startswith("error:")
     assert main(["--db", db, "eval", "report", "e-missing"]) == 2
     assert "rlwb eval list" in capsys.readouterr().err
+    assert main(["--db", db, "eval", "smollm2-135m", "--mix", "m", "--tasks", "20000"]) == 2
+    assert "error: --tasks:" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--db", db, "eval", "smollm2-135m", "--k", "one"])
     assert "positive whole numbers" in capsys.readouterr().err
@@ -139,20 +150,25 @@ def test_eval_config_takes_the_mix_the_domains_or_the_runs_own(tiny_model_dir, t
         eval_config(store, EvalSettings(mix="nope"), tiny_model_dir, None)
 
 
-def test_seen_in_training_counts_questions_the_run_sampled_verbatim(tmp_path):
+def test_seen_in_training_counts_prompts_the_run_sampled_exactly(tmp_path, tiny_model_dir):
+    from transformers import AutoTokenizer
+
     from backend.domains import get_domain
     from backend.evaluation import seen_in_training
     from tests.backend.test_store import make_samples
+    from trainer.loop import render_prompt
 
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     store = Store(tmp_path / "s.db")
     run_id = store.create_run("r", {}, total_steps=1)
     d = get_domain("chain_sum")
     tasks = [d.make_task(seed, 1) for seed in (1_000_000_000, 1_000_000_001)]
-    samples = make_samples(0, [1.0], "chain_sum")
-    samples[0].prompt = f"<|im_start|>user\n{tasks[0].question}\nGive your final answer<|im_end|>"
+    samples = make_samples(0, [1.0, 0.0], "chain_sum")
+    samples[0].prompt = render_prompt(tok, tasks[0])[0]  # as training stored it
+    samples[1].prompt = render_prompt(tok, tasks[1])[0] + " and more"  # containing it is not the same prompt
     store.record_trajectories(run_id, 1, samples)
-    assert seen_in_training(store, run_id, tasks) == {"chain_sum": {"tasks": 2, "seen": 1}}
-    assert seen_in_training(store, None, tasks) == {}
+    assert seen_in_training(store, run_id, tasks, tok) == {"chain_sum": {"tasks": 2, "seen": 1}}
+    assert seen_in_training(store, None, tasks, tok) == {}
 
 
 def test_runs_show_lists_the_capability_evaluations_of_its_checkpoints(tmp_path, capsys):
@@ -168,3 +184,57 @@ def test_runs_show_lists_the_capability_evaluations_of_its_checkpoints(tmp_path,
     out = capsys.readouterr().out
     assert f"capability eval {done} of step 4: completed, pass@1 0.250" in out
     assert "/ck2" not in out and out.count("capability eval") == 1
+
+
+def test_an_evaluation_whose_pid_was_reused_is_marked_failed(tmp_path):
+    from backend.evaluation import refresh_eval_liveness
+
+    store = Store(tmp_path / "s.db")
+    mine = store.create_eval("m", "/m", {}, {})  # this process: alive, started before the row
+    reused = store.create_eval("m", "/m", {}, {})
+    store.db["eval_runs"].update(reused, {"pid": 1, "created_at": "2020-01-01T00:00:00.000+00:00"})
+    gone = store.create_eval("m", "/m", {}, {})
+    store.db["eval_runs"].update(gone, {"pid": 2**22 + 12345})
+    assert sorted(refresh_eval_liveness(store)) == sorted([reused, gone])
+    assert store.get_eval(mine)["status"] == "running"
+    assert "process ended" in store.get_eval(reused)["error"]
+
+
+def test_sigterm_marks_the_evaluation_failed(tmp_path, tiny_model_dir):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backend.cli", "--db", str(db), "eval", str(tiny_model_dir), "--domains",
+         "chain_sum,basic_arithmetic,letter_counting", "--tasks", "400", "--samples", "4", "--k", "1",
+         "--engine", "hf", "--max-new-tokens", "8"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists() and Store(db).list_evals(statuses=("running",)):
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(2)  # inside the evaluation
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "marked failed" in err and "Traceback" not in err
+    ev = Store(db).list_evals()[0]
+    assert ev["status"] == "failed" and ev["error"].startswith("KeyboardInterrupt")
+
+
+def test_eval_every_needs_tasks_and_fewer_steps_than_the_run():
+    from backend.config import config_errors
+
+    base = {"domains": ["chain_sum"], "steps": 10}
+    assert config_errors({**base, "eval_every": 2, "eval_tasks_per_domain": 5}) == {}
+    assert "eval_tasks_per_domain" in config_errors({**base, "eval_every": 2})["eval_every"]
+    assert "below 10" in config_errors({**base, "eval_every": 10, "eval_tasks_per_domain": 5})["eval_every"]
