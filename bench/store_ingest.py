@@ -40,11 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from bench.workload import WORDS, prose  # noqa: E402
+
 TURNS, GROUP, GROUPS_PER_STEP = 4, 8, 32
 RARE = "zanzibar"  # in ~1 of 200 episodes' outputs: the search check
-WORDS = ["the", "file", "line", "error", "count", "total", "python", "grep", "sed", "awk", "find", "sort", "uniq",
-         "head", "tail", "directory", "output", "value", "result", "check", "test", "pass", "fail", "log", "warning",
-         "data", "name", "size", "path", "user", "time", "read", "write", "list", "print", "answer", "number"]
 
 
 # ---- the baseline: the previous Store.record_trajectories, verbatim but for `self` -> `store`
@@ -75,23 +74,10 @@ def new_record_trajectories(store, run_id: str, step: int, samples: list) -> Non
 
 # ---- the workload ----------------------------------------------------------------------
 
-def _text(rng: random.Random, words: int) -> str:
-    """Pseudo-prose: common words and random syllable words (so the index sees many terms)."""
-    out = []
-    for i in range(words):
-        if rng.random() < 0.6:
-            out.append(rng.choice(WORDS))
-        else:
-            out.append("".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 4))))
-        if i % 12 == 11:
-            out.append("\n")
-    return " ".join(out)
-
-
 def _terminal_turn(rng: random.Random, t: int) -> tuple[dict, str]:
-    cmd = f"{rng.choice(WORDS)} -n {rng.randint(1, 99)} {_text(rng, 2).strip()}.txt"
-    out = _text(rng, 60) + (f" {RARE}" if rng.random() < 0.002 else "")
-    text = f"{_text(rng, 30)}\n```bash\n{cmd}\n```"
+    cmd = f"{rng.choice(WORDS)} -n {rng.randint(1, 99)} {prose(rng, 2).strip()}.txt"
+    out = prose(rng, 60) + (f" {RARE}" if rng.random() < 0.002 else "")
+    text = f"{prose(rng, 30)}\n```bash\n{cmd}\n```"
     turn = {"turn": t, "action": "command", "text": text, "command": cmd, "stdout": out, "stderr": "",
             "exit_code": int(rng.random() < 0.2), "duration_ms": round(rng.uniform(5, 200), 1), "timed_out": False,
             "oom_killed": False, "outcome": "ok"}
@@ -100,8 +86,8 @@ def _terminal_turn(rng: random.Random, t: int) -> tuple[dict, str]:
 
 def _tool_turn(rng: random.Random, t: int) -> tuple[dict, str]:
     args = {"sql": f"select {rng.choice(WORDS)} from {rng.choice(WORDS)} where id = {rng.randint(1, 999)}"}
-    obs = _text(rng, 60) + (f" {RARE}" if rng.random() < 0.002 else "")
-    text = f"{_text(rng, 30)}\n<tool_call>{json.dumps({'name': 'sql', 'arguments': args})}</tool_call>"
+    obs = prose(rng, 60) + (f" {RARE}" if rng.random() < 0.002 else "")
+    text = f"{prose(rng, 30)}\n<tool_call>{json.dumps({'name': 'sql', 'arguments': args})}</tool_call>"
     turn = {"turn": t, "action": "tool_call", "text": text,
             "calls": [{"index": 0, "name": "sql", "arguments": args, "error": None, "observation": obs,
                        "duration_ms": round(rng.uniform(1, 50), 1)}]}
@@ -124,7 +110,7 @@ def episode(rng: random.Random, step: int, group: int, index: int):
     transcript.append(last["text"])
     reward = float(rng.random() < 0.4)
     return Sample(domain="sql_tools" if tool else "terminal_files", task_seed=step * 1000 + group, group=group,
-                  index=index, prompt=_text(rng, 100), prompt_ids=[0] * 180,
+                  index=index, prompt=prose(rng, 100), prompt_ids=[0] * 180,
                   completion=Completion([0] * 500, [], "\n".join(transcript), "stop" if rng.random() < 0.8 else "length"),
                   reward=reward, breakdown={"correct": reward, "turns": TURNS}, advantage=reward - 0.4,
                   answer="42" if tool else "ok", turns=turns, difficulty=rng.randint(1, 3))

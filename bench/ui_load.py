@@ -40,37 +40,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from bench.workload import WORDS, prose  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 MAIN = str(ROOT / "app" / "main.py")
 TURNS_PER_EPISODE, GROUP, GROUPS_PER_STEP, METRIC_STEPS = 4, 8, 32, 1000
 DOMAINS = ("terminal_files", "terminal_logs", "terminal_git", "terminal_text")
 RARE, COMMON = "zanzibar", "error"  # RARE in ~1 of 1000 episodes' outputs, COMMON in most
-WORDS = ["the", "file", "line", "error", "count", "total", "python", "grep", "sed", "awk", "find", "sort",
-         "uniq", "head", "tail", "cat", "echo", "directory", "output", "input", "value", "result", "check",
-         "test", "pass", "fail", "log", "warning", "info", "data", "name", "size", "path", "user", "group",
-         "time", "date", "read", "write", "open", "close", "list", "print", "return", "answer", "number",
-         "string"]
-
-
-def _text(rng: random.Random, words: int) -> str:
-    """Pseudo-prose: common words and random syllable words (so the index sees many terms)."""
-    out = []
-    for i in range(words):
-        if rng.random() < 0.6:
-            out.append(rng.choice(WORDS))
-        else:
-            out.append("".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(1, 4))))
-        if i % 12 == 11:
-            out.append("\n")
-    return " ".join(out)
 
 
 def _pools(seed: int = 0) -> dict[str, list[str]]:
     rng = random.Random(seed)
-    return {"prompt": [_text(rng, 100) for _ in range(500)], "think": [_text(rng, 30) for _ in range(1000)],
-            "command": [f"{rng.choice(WORDS)} -n {rng.randint(1, 99)} {_text(rng, 3).strip()}.txt"
+    return {"prompt": [prose(rng, 100) for _ in range(500)], "think": [prose(rng, 30) for _ in range(1000)],
+            "command": [f"{rng.choice(WORDS)} -n {rng.randint(1, 99)} {prose(rng, 3).strip()}.txt"
                         for _ in range(500)],
-            "stdout": [_text(rng, 60) for _ in range(1000)]}
+            "stdout": [prose(rng, 60) for _ in range(1000)]}
 
 
 def _episode(rng: random.Random, pools: dict, domain: str, step: int, group: int, index: int):
