@@ -21,7 +21,7 @@ SEEDS = range(5)
 NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rush_hour", "rubiks_cube"}
 # - not deterministic: codeio keeps its data in a class attribute that each new instance
 #   overwrites (another level's filter changes the tasks); list_functions draws its pool
-#   with unseeded randomness.
+#   with unseeded randomness (so a second draw may or may not repeat the first: not asserted).
 NOT_DETERMINISTIC = {"codeio", "list_functions"}
 # - generation fails at the easiest level ("Failed to generate valid puzzle after trying
 #   100 different boards").
@@ -54,7 +54,8 @@ def test_domain_conformance_on_five_seeds(name):
 
     _reset_caches()  # the second draw comes from fresh generator instances
     again = [task_digest(d.make_task(s, lo)) for s in SEEDS]
-    assert (again == [task_digest(t) for t in tasks]) == (name not in NOT_DETERMINISTIC)
+    if name not in NOT_DETERMINISTIC:  # those may or may not repeat a draw (upstream randomness)
+        assert again == [task_digest(t) for t in tasks]
     for bad in (hi + 1, 0, -1, "2", 1.5, None):
         with pytest.raises(ConfigError, match="difficulty"):
             d.make_task(0, bad)
