@@ -67,7 +67,8 @@ def cmd_eval_run(args) -> int:
     store = _store(args)
     eval_id = evaluate_model(store, args.model, settings, progress=lambda line: print(line, file=sys.stderr))
     _print_eval(store.get_eval(eval_id))
-    print(f"\nevaluation {eval_id} stored; compare two with `rlwb eval report A_ID {eval_id}` "
+    db = f" --db {args.db}" if args.db else ""
+    print(f"\nevaluation {eval_id} stored; compare two with `rlwb{db} eval report A_ID {eval_id}` "
           "or on the page under Evaluation")
     return 0
 
@@ -102,6 +103,12 @@ def _print_eval(ev: dict) -> None:
         m = extras["multi_turn"]
         print(f"  multi-turn success: {m['success']['value']:.3f} [{m['success']['low']:.2f}, "
               f"{m['success']['high']:.2f}] over {m['tasks']} tasks, {m['mean_turns']:.1f} turns per episode")
+    seen = {d: c for d, c in (extras.get("seen_in_training") or {}).items() if isinstance(c, dict)}
+    if seen:
+        total = sum(c.get("seen", 0) for c in seen.values())
+        print(f"  held-out tasks whose prompt the training run also sampled (another seed): {total}"
+              + (" (" + ", ".join(f"{d} {c['seen']}/{c.get('tasks')}" for d, c in seen.items() if c.get("seen")) + ")"
+                 if total else ""))
     if "context" in extras:
         c = extras["context"]
         print(f"  usable context length (needle sweep, full context): {c['usable_tokens'] or 'below the shortest'}"
@@ -150,6 +157,8 @@ def cmd_eval_report(args) -> int:
     ids = [resolve_eval_ref(store, ref) for ref in [args.a] + ([args.b] if args.b else [])]
     report = write_html(store, ids, args.html, overwrite=args.force) if args.html is not None \
         else build_report(store, ids)
+    for tag, side in zip("AB", report["sides"]):
+        print(f"{tag}: {side['label']} (evaluation {side['id']})")
     print(headline_text(report))
     if args.html:
         print(f"\nreport written to {args.html}")

@@ -26,7 +26,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from backend.errors import ConfigError, WorkbenchError
-from backend.eval_stats import DEFAULT_RESAMPLES, compare, summarize
+from backend.eval_stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_VERDICT, compare, summarize
 
 MISSING = "—"
 VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "no clear change": "#9e9e9e",
@@ -332,7 +332,11 @@ def headline_text(report: dict) -> str:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(lines + [f"\n> {w}" for w in report["warnings"]])
+    notes = list(report["warnings"])
+    if any(r.get("verdict") == "too few tasks" for r in rows):
+        notes.append(f"'too few tasks': fewer than {MIN_TASKS_FOR_VERDICT} shared tasks, too few for a verdict; "
+                     "evaluate more tasks per domain (--tasks).")
+    return "\n".join(lines + [f"\n> {w}" for w in notes])
 
 
 # ---------------------------------------------------------------- figures

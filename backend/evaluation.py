@@ -22,6 +22,7 @@ weights can be recognised whatever path they were loaded from.
 from __future__ import annotations
 
 import hashlib
+import re
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+RUN_ID_RE = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")  # `backend.store` run ids
 NEEDLE_DOMAIN = "needle_haystack"
 SWEEP_LENGTHS = (1_000, 2_000, 4_000, 8_000, 16_000)  # SmolLM2 tokens; cut at the model's window
 SWEEP_DEPTHS = (10, 50, 90)  # percent
@@ -131,6 +133,9 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
     if colon and not step and not exists:
         raise ModelNotFound(f"'{ref}': give the step after ':', e.g. {run_id}:20, or just {run_id} for its newest "
                             "checkpoint")
+    if RUN_ID_RE.fullmatch(run_id) and not exists and not _has_run(store, run_id):
+        raise ModelNotFound(f"no run {run_id} in the store {getattr(store, 'path', '')}; list runs with "
+                            "`rlwb runs list` (a run in another store: pass --db before the command)")
     if run_id.startswith("r") and not exists:
         try:
             checkpoints = store.checkpoints(run_id)
@@ -154,6 +159,14 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
             if Path(ck["path"]).resolve() == Path(path).resolve():
                 return Path(path), run["id"], ck["step"]
     return Path(path), None, None
+
+
+def _has_run(store, run_id: str) -> bool:
+    try:
+        store.get_run(run_id)
+        return True
+    except RunNotFound:
+        return False
 
 
 def model_identity(path: Path) -> dict:
@@ -328,6 +341,7 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
             for d in dict.fromkeys(t[0] for t in tasks):
                 domain = get_domain(d)
                 batch = [domain.make_task(seed, level) for name, level, seed in tasks if name == d]
+                say(f"{d}: sampling {len(batch)} tasks x {settings.samples} ...")
                 seen.update(seen_in_training(store, run_id, batch, tokenizer, cfg.context_budget_tokens))
                 samples = rollout(engine, tokenizer, batch, settings.samples, settings.max_new_tokens,
                                   settings.temperature, settings.top_p, runtime=runtime, cfg=cfg)

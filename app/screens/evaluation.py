@@ -19,6 +19,7 @@ import streamlit as st
 from app.common import db_path, get_store
 from backend import eval_report as er
 from backend.errors import WorkbenchError
+from backend.eval_stats import MIN_TASKS_FOR_VERDICT
 from backend.evaluation import refresh_eval_liveness
 
 ROW_COLORS = {"regression": "background-color: #f8d0d0", "improvement": "background-color: #d4f0d4"}
@@ -84,7 +85,8 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
     st.subheader("Headline")
     st.caption("pass@1 with its 95% bootstrap interval over tasks" + (
         "; Δ is B − A paired over the shared tasks, in percentage points; a regression's whole interval "
-        "lies below 0." if compared else "."))
+        f"lies below 0; under {MIN_TASKS_FOR_VERDICT} shared tasks there is no verdict (\"too few tasks\")."
+        if compared else "."))
     st.dataframe(styled(er.headline_rows(report)), hide_index=True, key="eval_headline")
     figures = er.report_figures(report)
     cols = st.columns(2)

@@ -238,3 +238,22 @@ def test_eval_every_needs_tasks_and_fewer_steps_than_the_run():
     assert config_errors({**base, "eval_every": 2, "eval_tasks_per_domain": 5}) == {}
     assert "eval_tasks_per_domain" in config_errors({**base, "eval_every": 2})["eval_every"]
     assert "below 10" in config_errors({**base, "eval_every": 10, "eval_tasks_per_domain": 5})["eval_every"]
+
+
+def test_a_run_id_from_another_store_says_so(tmp_path):
+    store = Store(tmp_path / "s.db")
+    with pytest.raises(ModelNotFound, match=r"no run r20261129-161545-a23c in the store .*pass --db"):
+        resolve_eval_model(store, "r20261129-161545-a23c")
+
+
+def test_report_names_a_and_b_and_explains_too_few_tasks(tmp_path, capsys):
+    from tests.backend.test_eval_report import BASE, CHECKPOINT, add_eval, eval_rows
+
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        a = add_eval(store, "base-model", eval_rows(BASE, tasks=4))
+        b = add_eval(store, "the-checkpoint", eval_rows(CHECKPOINT, tasks=4))
+    assert main(["--db", str(db), "eval", "report", a, b]) == 0
+    out = capsys.readouterr().out
+    assert f"A: base-model" in out and f"(evaluation {a})" in out and f"B: the-checkpoint" in out
+    assert "'too few tasks': fewer than 10 shared tasks" in out
