@@ -111,8 +111,12 @@ def _print_eval(ev: dict) -> None:
                  if total else ""))
     if "context" in extras:
         c = extras["context"]
-        print(f"  usable context length (needle sweep, full context): {c['usable_tokens'] or 'below the shortest'}"
-              f" tokens; with retrieval: {c['usable_tokens_retrieval'] or 'below the shortest'}")
+        shortest = f"none (under 0.5 already at {min(c['lengths']):,} tokens)"
+        tokens = lambda n: f"{n:,} tokens" if n else shortest  # noqa: E731
+        print(f"  usable context length (needle sweep, accuracy >= 0.5): full context {tokens(c['usable_tokens'])}; "
+              f"with retrieval {tokens(c['usable_tokens_retrieval'])}"
+              + (f"; full context, the number mentioned anywhere: {tokens(c['usable_tokens_mention'])}"
+                 if "usable_tokens_mention" in c else ""))
 
 
 def cmd_eval_list(args) -> int:

@@ -309,7 +309,9 @@ def capability_rows(report: dict) -> list[dict]:
              ("multi-turn success", "multi_turn", lambda t: _pct(t["success"])),
              ("mean turns", "multi_turn", lambda t: f"{t['mean_turns']:.1f}"),
              ("usable context, full (tokens)", "context", lambda t: _tokens(t.get("usable_tokens"))),
-             ("usable context, retrieval (tokens)", "context", lambda t: _tokens(t.get("usable_tokens_retrieval")))]
+             ("usable context, retrieval (tokens)", "context", lambda t: _tokens(t.get("usable_tokens_retrieval"))),
+             ("usable context, full, number mentioned (tokens)", "context",
+              lambda t: _tokens(t.get("usable_tokens_mention")))]
     rows = []
     for label, key, fmt in specs:
         if any(key in ex for ex in report["extras"]):

@@ -266,16 +266,18 @@ def compare(rows_a: list[dict], rows_b: list[dict], ks=(1,), families: dict[str,
             "only_a": len(set(ta) - set(tb)), "only_b": len(set(tb) - set(ta)), "ranked": ranked}
 
 
-def usable_context(cells: list[dict], threshold: float = 0.5, mode: str = "full") -> int | None:
+def usable_context(cells: list[dict], threshold: float = 0.5, mode: str = "full", key: str = "accuracy") -> int | None:
     """Usable context length from a needle sweep (`trainer.context_length.run_sweep` cells):
     the longest haystack length L such that the model's accuracy, averaged over depths, is
     at least `threshold` at L and at every shorter length measured (RULER's reading, Hsieh
     et al. 2024). None when even the shortest length falls short or nothing was answered.
+    `key` = "mention_rate" reads the looser needle-in-a-haystack score instead (the number
+    anywhere in the reply, whatever the answer format).
     """
     by_len: dict[int, list[float]] = defaultdict(list)
     for c in cells:
-        if c.get("mode") == mode and c.get("accuracy") is not None:
-            by_len[int(c["length"])].append(float(c["accuracy"]))
+        if c.get("mode") == mode and c.get(key) is not None:
+            by_len[int(c["length"])].append(float(c[key]))
     usable = None
     for length in sorted(by_len):
         if sum(by_len[length]) / len(by_len[length]) < threshold:

@@ -433,7 +433,8 @@ def capability_extras(rows: list[dict]) -> dict:
 def context_extras(store, engine, tokenizer, model_path: Path, settings: EvalSettings) -> dict:
     """A needle sweep over SWEEP_LENGTHS that fit the model's window (full context and
     retrieval, SWEEP_DEPTHS), stored for the Retrieval page too; returns {"sweep_id",
-    "usable_tokens" (full context), "usable_tokens_retrieval", "lengths", "cells"}."""
+    "usable_tokens" (full context, the domain's answer format), "usable_tokens_retrieval",
+    "usable_tokens_mention" (full context, the number anywhere in the reply), "lengths", "cells"}."""
     from backend.eval_stats import usable_context
     from trainer.context_length import SweepConfig, model_window, run_sweep
 
@@ -446,6 +447,7 @@ def context_extras(store, engine, tokenizer, model_path: Path, settings: EvalSet
     sweep_id = store.record_context_sweep(str(model_path), result)
     return {"sweep_id": sweep_id, "usable_tokens": usable_context(result["cells"], mode="full"),
             "usable_tokens_retrieval": usable_context(result["cells"], mode="retrieval"),
+            "usable_tokens_mention": usable_context(result["cells"], key="mention_rate"),
             "lengths": lengths, "cells": result["cells"]}
 
 

@@ -147,3 +147,10 @@ def test_usable_context_is_the_longest_length_before_the_first_failure():
     assert usable_context(cells, mode="retrieval") == 8000
     assert usable_context([{"mode": "full", "length": 1000, "accuracy": 0.0}]) is None
     assert usable_context([]) is None
+
+
+def test_usable_context_by_mention_rate():
+    cells = [{"mode": "full", "length": n, "accuracy": 0.0, "mention_rate": m}
+             for n, m in ((1000, 1.0), (2000, 0.5), (4000, 0.0))]
+    assert usable_context(cells) is None
+    assert usable_context(cells, key="mention_rate") == 2000
