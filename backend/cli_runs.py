@@ -114,7 +114,7 @@ def cmd_runs_show(args) -> int:
         print(f"  eval {ev['phase']:<7} {ev['domain']:<18} acc={ev['accuracy']:.3f} reward={ev['mean_reward']:.3f} n={ev['n']}")
     for ck in store.checkpoints(args.run_id):
         print(f"  checkpoint step {ck['step']}: {ck['path']}")
-    for ev in (e for e in store.list_evals(limit=1000) if e.get("run_id") == args.run_id):
+    for ev in store.list_evals(run_id=args.run_id, limit=1000):
         overall = (ev.get("summary") or {}).get("overall", {}).get("pass@1")
         score = f", pass@1 {overall['value']:.3f}" if overall else ""
         print(f"  capability eval {ev['id']} of step {ev['step']}: {ev['status']}{score} (`rlwb eval show {ev['id']}`)")

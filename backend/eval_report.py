@@ -17,7 +17,6 @@ evaluations (the Runs page shows those).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -25,31 +24,21 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from backend.errors import ConfigError, WorkbenchError
-from backend.eval_stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_VERDICT, compare, summarize
+from backend.errors import ConfigError
+from backend.eval_stats import (
+    DEFAULT_RESAMPLES,
+    MIN_TASKS_FOR_VERDICT,
+    compare,
+    domain_families,
+    jsonable,
+    summarize,
+)
 
 MISSING = "—"
 VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "no clear change": "#9e9e9e",
                   "too few tasks": "#bdbdbd"}
 SIDE_COLORS = ("#7f7f7f", "#1f77b4")  # A (baseline) grey, B blue
 MARGIN = {"l": 10, "r": 10, "t": 50, "b": 10}  # plotly figure margins (px)
-
-
-def _jsonable(obj):
-    """Estimates and Deltas as dicts, tuples as lists: what a report holds is plain JSON."""
-    return json.loads(json.dumps(obj, default=lambda o: o.as_dict()))
-
-
-def _families(domains) -> dict[str, str]:
-    from backend.domains import get_domain
-
-    out = {}
-    for d in sorted(domains):
-        try:
-            out[d] = get_domain(d).family
-        except WorkbenchError:
-            out[d] = "other"
-    return out
 
 
 def side_label(ev: dict) -> str:
@@ -161,8 +150,8 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
     rows = [store.eval_samples(i) for i in eval_ids]
     ks = set.intersection(*(set(s["settings"]["ks"] or [1]) for s in sides)) if sides else set()
     ks = sorted(ks | {1}) if sides else []
-    families = _families({r["domain"] for rs in rows for r in rs})
-    summaries = [_jsonable(summarize(r, ks, families, resamples)) for r in rows]
+    families = domain_families({r["domain"] for rs in rows for r in rs})
+    summaries = [jsonable(summarize(r, ks, families, resamples)) for r in rows]
     extras = []
     for side, r in zip(sides, rows):
         ex = capability_extras(r)
@@ -175,7 +164,7 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         comparison = compare(rows[0], rows[1], ks, families, resamples)
         comparison["ranked"] = [{"domain": d, "family": families.get(d, "other"), "metric": m, **v.as_dict()}
                                 for d, m, v in comparison["ranked"]]
-        comparison = _jsonable(comparison)
+        comparison = jsonable(comparison)
         if comparison["only_a"] or comparison["only_b"]:
             warnings.append(f"The task sets differ: {comparison['only_a']} tasks only in A, {comparison['only_b']} "
                             f"only in B; deltas cover the {comparison['shared_tasks']} shared tasks only.")

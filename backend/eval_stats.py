@@ -284,3 +284,28 @@ def usable_context(cells: list[dict], threshold: float = 0.5, mode: str = "full"
             break
         usable = length
     return usable
+
+
+def jsonable(obj):
+    """Estimates and Deltas as dicts, tuples as lists, through any nesting: plain JSON."""
+    if hasattr(obj, "as_dict"):
+        return obj.as_dict()
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
+
+
+def domain_families(domains) -> dict[str, str]:
+    """domain -> its family in the registry ("other" for a name the registry lacks)."""
+    from backend.domains import get_domain
+    from backend.errors import WorkbenchError
+
+    out = {}
+    for d in sorted(domains):
+        try:
+            out[d] = get_domain(d).family
+        except WorkbenchError:
+            out[d] = "other"
+    return out

@@ -114,13 +114,19 @@ class EvalVerbs:
         return _decoded(rows[0])
 
     @locked
-    def list_evals(self, statuses: tuple[str, ...] | None = None, limit: int = 200) -> list[dict]:
-        """The newest evaluations first (JSON columns decoded), optionally only those in `statuses`."""
-        where, args = None, []
+    def list_evals(self, statuses: tuple[str, ...] | None = None, limit: int = 200,
+                   run_id: str | None = None) -> list[dict]:
+        """The newest evaluations first (JSON columns decoded), optionally only those in
+        `statuses` and only those of training run `run_id`'s checkpoints."""
+        clauses, args = [], []
         if statuses:
-            where = f"status IN ({', '.join('?' for _ in statuses)})"
-            args = list(statuses)
-        rows = self.db["eval_runs"].rows_where(where, args, order_by="created_at DESC, id DESC", limit=limit)
+            clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            args += list(statuses)
+        if run_id is not None:
+            clauses.append("run_id = ?")
+            args.append(run_id)
+        rows = self.db["eval_runs"].rows_where(" AND ".join(clauses) or None, args,
+                                               order_by="created_at DESC, id DESC", limit=limit)
         return [_decoded(r) for r in rows]
 
     @locked
@@ -143,3 +149,15 @@ class EvalVerbs:
                 "SELECT DISTINCT domain, prompt FROM trajectories WHERE run_id = ?", [run_id]).fetchall():
             out.setdefault(domain, set()).add(prompt or "")
         return out
+
+    @locked
+    def checkpoint_at(self, path) -> tuple[str, int] | None:
+        """(run id, step) of the recorded checkpoint in directory `path` (paths compared
+        resolved), or None if no run recorded it."""
+        from pathlib import Path
+
+        target = Path(path).resolve()
+        for run_id, step, ck in self.db.execute("SELECT run_id, step, path FROM checkpoints").fetchall():
+            if Path(ck).resolve() == target:
+                return run_id, step
+        return None

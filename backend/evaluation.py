@@ -27,7 +27,14 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
 
@@ -154,11 +161,8 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
                                     f"(checkpoints on record: {have}); see `rlwb runs show {run_id}`")
             return Path(usable[-1]["path"]), run_id, usable[-1]["step"]
     path = resolve_model(ref)
-    for run in store.list_runs(limit=500):  # a checkpoint given by its path: find its run
-        for ck in store.checkpoints(run["id"]):
-            if Path(ck["path"]).resolve() == Path(path).resolve():
-                return Path(path), run["id"], ck["step"]
-    return Path(path), None, None
+    found = store.checkpoint_at(path)  # a checkpoint given by its directory: its run and step
+    return (Path(path), *found) if found else (Path(path), None, None)
 
 
 def _has_run(store, run_id: str) -> bool:
@@ -323,10 +327,9 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     from transformers import AutoTokenizer
 
     from backend.domains import get_domain
+    from backend.models import context_window
     from trainer.episodes import maybe_runtime
     from trainer.loop import engine_options, rollout
-
-    from backend.models import context_window
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     rows: list[dict] = []
@@ -385,28 +388,9 @@ def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | 
 def summary_of(rows: list[dict], ks) -> dict:
     """The JSON summary stored with an evaluation: `backend.eval_stats.summarize` with its
     estimates as dicts, families from the domain registry."""
-    from backend.domains import get_domain
-    from backend.eval_stats import summarize
+    from backend.eval_stats import domain_families, jsonable, summarize
 
-    families = {d: _family(get_domain, d) for d in {r["domain"] for r in rows}}
-    return _jsonable(summarize(rows, ks, families))
-
-
-def _family(get_domain, name: str) -> str:
-    try:
-        return get_domain(name).family
-    except WorkbenchError:
-        return "other"
-
-
-def _jsonable(obj):
-    if hasattr(obj, "as_dict"):
-        return obj.as_dict()
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
+    return jsonable(summarize(rows, ks, domain_families({r["domain"] for r in rows})))
 
 
 def capability_extras(rows: list[dict]) -> dict:
@@ -465,7 +449,7 @@ def resolve_eval_ref(store, ref: str) -> str:
         return ref
     except EvalNotFound:
         pass
-    done = [e for e in store.list_evals(statuses=("completed",), limit=10_000) if e.get("run_id") == ref]
+    done = store.list_evals(statuses=("completed",), run_id=ref, limit=1)
     if done:
         return done[0]["id"]
     raise EvalNotFound(f"'{ref}' is neither an evaluation nor a training run with an evaluated checkpoint; "
