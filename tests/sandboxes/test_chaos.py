@@ -26,7 +26,10 @@ def _worker(queue_path):
 
 def test_kill_9_mid_batch_loses_and_duplicates_nothing(docker_engine, tmp_path):
     queue = JobQueue(tmp_path / "jobs.db")
-    jobs = [SandboxJob(f"sleep 0.2; echo task-{i}", kind="chaos", id=f"task-{i:02d}") for i in range(N_TASKS)]
+    # the first ten tasks are quick; the rest take a second each, so a task seen running is
+    # still running when the kill lands a few milliseconds later, even on a loaded machine
+    jobs = [SandboxJob(f"sleep {0.2 if i < 10 else 1}; echo task-{i}", kind="chaos", id=f"task-{i:02d}")
+            for i in range(N_TASKS)]
     queue.enqueue(jobs)
 
     first = _worker(tmp_path / "jobs.db")
