@@ -82,6 +82,10 @@ class RunConfig(BaseModel):
         0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: fraction of RAM for the KV cache)."
     )
 
+    overlap: bool = Field(
+        False, description="One-step off-policy: roll out step t+1 with the previous weights while the learner "
+                           "trains on step t (the importance ratio corrects for the one-step staleness, which "
+                           "is recorded as off_policy/staleness). Off: every step is on-policy.")
     vllm_compile: bool = Field(
         True, description="torch.compile the vLLM model at start (slower start, faster decoding); false for short runs."
     )
