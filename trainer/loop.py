@@ -23,7 +23,8 @@ task sampler's RNG state and the curriculum's state are in the checkpoint, so th
 run samples the same tasks at the same levels as an uninterrupted one; AdamW's moments and
 the rollout engine's sampling RNG start afresh (completions may differ).
 
-Not covered: asynchronous (off-policy) overlap.
+With ``overlap: true`` the next step's rollout runs behind the learner, one step off-policy
+(`trainer.pipeline`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trai
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
-from trainer.types import LearnerBatch, Sample
+from trainer.types import Sample
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
@@ -357,6 +358,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
 
     from backend.models import resolve_model
     from trainer.learner import DeepSpeedLearner
+    from trainer.pipeline import StepPipeline
     from trainer.rollout import open_engine
 
     model_path = resolve_model(cfg.model)
@@ -376,7 +378,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
         if runtime is not None:
             store.record_pool_state(run_id, runtime.pool.state())
         engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **engine_kw)
-        learner = None
+        learner = pipe = None
         try:
             if resume is None:
                 learner = DeepSpeedLearner(model_path, cfg)
@@ -386,18 +388,21 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=resume.optimizer_steps)
                 engine.update_weights(learner.named_weights())
             ckpt_root = checkpoint_dir(cfg, run_id)
+            pipe = StepPipeline(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, runtime, curriculum)
 
             def save(step: int) -> Path:
-                state = trainer_state(step, rng, curriculum, learner.steps_done)
+                # with overlap the sampler has already drawn the next step: store it as it was before
+                at_rng, at_curriculum = pipe.saved_state()
+                state = trainer_state(step, at_rng, at_curriculum, learner.steps_done)
                 path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer, extra={TRAINER_STATE: state})
                 store.record_checkpoint(run_id, step, str(path))
                 return path
 
             for step in range(first, cfg.steps + 1):
-                metrics = train_step(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, step, runtime,
-                                     curriculum)
+                metrics = pipe.step(step, prefetch_next=step < cfg.steps)
                 # evaluate before checkpointing: a run stopped in between resumes from the
-                # previous checkpoint and evaluates this step again, leaving no gap in the curve
+                # previous checkpoint and evaluates this step again, leaving no gap in the curve.
+                # The engine is idle here: a prefetched rollout has finished before the sync.
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                     run_evaluation(engine, tokenizer, cfg, store, run_id, f"step-{step}",
                                    f"{run_id} policy at step {step}", runtime)
@@ -409,6 +414,8 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
             if cfg.eval_tasks_per_domain:
                 run_evaluation(engine, tokenizer, cfg, store, run_id, "after", str(path), runtime)
         finally:
+            if pipe is not None:
+                pipe.close()  # a rollout still in flight ends before the engine closes
             engine.close()
             if learner is not None:
                 learner.close()
@@ -488,8 +495,8 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
 
 def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, pad_id: int,
                store, run_id: str, step: int, runtime=None, curriculum: Curriculum | None = None) -> dict[str, float]:
-    """One training step; writes its trajectories, metrics and sandbox executions and
-    returns the metrics.
+    """One on-policy training step; writes its trajectories, metrics and sandbox executions and
+    returns the metrics (`trainer.pipeline.StepPipeline.step` without overlap).
 
     Rollout metrics are over every sample rolled out (resampled groups included), the
     recorded trajectories are the step's final groups. When zero-variance handling leaves
@@ -497,48 +504,11 @@ def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, p
     is 0). With a `curriculum`, it is updated with the step's samples and its state
     (``curriculum/level/<domain>``, ``curriculum/pass_rate/<domain>``) joins the metrics.
     """
-    t0 = time.perf_counter()
-    timings = {"verify": 0.0}
+    from trainer.pipeline import StepPipeline
 
-    def play(tasks: list[Task]) -> list[Sample]:
-        return rollout(engine, tokenizer, tasks, cfg.group_size, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
-                       runtime=runtime, cfg=cfg, timings=timings)
-
-    got = collect_groups(cfg, rng, play, curriculum)
-    t1 = t2 = time.perf_counter()
-    learn = {}
-    if got.batch:
-        learn = learner.step(LearnerBatch.from_samples(got.batch, pad_id))
-        t2 = time.perf_counter()
-        engine.update_weights(learner.named_weights())
-    t3 = time.perf_counter()
-    gen_tokens = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids)) for s in got.rolled)
-    metrics = rollout_metrics(got.rolled)
-    metrics.update(learn)
-    metrics.update(got.metrics)
-    if curriculum is not None:
-        curriculum.update(got.rolled)
-        metrics.update(curriculum.state())
-    metrics.update({
-        "learner_sequences": float(len(got.batch)),
-        "rollout_tokens": float(gen_tokens),
-        "rollout_tokens_per_s": gen_tokens / max(t1 - t0 - timings["verify"], 1e-9),
-        "time/generate": t1 - t0 - timings["verify"],
-        "time/verify": timings["verify"],
-        "time/learn": t2 - t1,
-        "time/sync": t3 - t2,
-        "time/step": t3 - t0,
-    })
-    executions = sandbox_executions(got.rolled, runtime)
-    if runtime is not None:
-        metrics.update(sandbox_metrics(executions, runtime))
-    store.record_trajectories(run_id, step, got.samples)
-    store.record_metrics(run_id, step, metrics)
-    store.record_sandbox_executions(executions, run_id=run_id, step=step)
-    if runtime is not None:
-        store.record_pool_state(run_id, runtime.pool.state())
-    store.heartbeat(run_id, step=step)
-    return metrics
+    cfg = cfg.model_copy(update={"overlap": False})
+    with StepPipeline(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, runtime, curriculum) as pipe:
+        return pipe.step(step, prefetch_next=False)
 
 
 def sandbox_executions(samples: list[Sample], runtime) -> list[dict]:

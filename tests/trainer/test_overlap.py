@@ -1,0 +1,129 @@
+"""One-step off-policy overlap (`trainer.pipeline`): step t+1's rollout runs behind step t's
+learner with the previous weights, is recorded as one step stale, samples the same tasks as
+the on-policy loop, and never has the engine's weights changed under it."""
+
+import random
+import threading
+
+import pytest
+
+from backend.config import parse_config
+from backend.store import Store
+from trainer.checkpoints import ResumePoint
+from trainer.loop import sample_tasks
+from trainer.pipeline import StepPipeline
+
+STEPS = 4
+
+
+class WatchedEngine:
+    """A real engine wrapped to record, per generate call, the weight version it ran with and
+    its thread, and to fail if the weights change while a generate call runs."""
+
+    def __init__(self, engine):
+        self.engine, self.version = engine, 0
+        self.busy = threading.Lock()
+        self.calls: list[tuple[int, str, list]] = []
+
+    def generate(self, prompts, **kw):
+        if not self.busy.acquire(blocking=False):
+            raise AssertionError("two generate calls at once")
+        try:
+            out = self.engine.generate(prompts, **kw)
+            self.calls.append((self.version, threading.current_thread().name, [prompts, out]))
+            return out
+        finally:
+            self.busy.release()
+
+    def update_weights(self, weights):
+        if not self.busy.acquire(blocking=False):
+            raise AssertionError("weights updated while a rollout was generating")
+        try:
+            self.engine.update_weights(weights)
+            self.version += 1
+        finally:
+            self.busy.release()
+
+
+def _cfg(tiny_model_dir, overlap: bool, **kw):
+    return parse_config({
+        "model": str(tiny_model_dir), "domains": ["basic_arithmetic", "letter_counting"], "steps": STEPS,
+        "prompts_per_step": 2, "group_size": 4, "micro_batch_size": 4, "max_new_tokens": 8,
+        "learning_rate": 1e-2, "kl_coef": 0.0, "rollout_engine": "hf", "overlap": overlap, **kw})
+
+
+def _train(tiny_model_dir, db, overlap: bool):
+    """STEPS steps through `StepPipeline` on the hf engine and the real learner; returns the
+    metrics, the watched engine's calls, the saved sampler states and the recorded tasks."""
+    from transformers import AutoTokenizer
+
+    from trainer.learner import DeepSpeedLearner
+    from trainer.rollout import open_engine
+
+    cfg = _cfg(tiny_model_dir, overlap)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    rng = random.Random(cfg.seed)
+    learner = DeepSpeedLearner(tiny_model_dir, cfg)
+    with Store(db) as store, open_engine("hf", tiny_model_dir, seed=0) as real:
+        run_id = store.create_run("overlap" if overlap else "sequential", cfg.model_dump(), STEPS)
+        engine = WatchedEngine(real)
+        metrics, saved = [], []
+        try:
+            with StepPipeline(cfg, engine, learner, tok, rng, tok.eos_token_id, store, run_id) as pipe:
+                for step in range(1, STEPS + 1):
+                    metrics.append(pipe.step(step, prefetch_next=step < STEPS))
+                    saved.append(pipe.saved_state()[0].getstate())
+        finally:
+            learner.close()
+        tasks = [(t["step"], t["domain"], t["task_seed"]) for t in store.trajectories(run_id, limit=1000)]
+    return metrics, engine.calls, saved, tasks
+
+
+@pytest.fixture(scope="module")
+def both(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("overlap")
+    return _train(tiny_model_dir, root / "seq.db", False), _train(tiny_model_dir, root / "ovl.db", True)
+
+
+def test_overlapped_batches_are_one_step_stale(both):
+    (seq_metrics, seq_calls, _, _), (ovl_metrics, ovl_calls, _, _) = both
+    assert [m["off_policy/staleness"] for m in seq_metrics] == [0.0] * STEPS
+    assert [m["off_policy/staleness"] for m in ovl_metrics] == [0.0] + [1.0] * (STEPS - 1)
+    # on-policy: step t generates with the weights of t-1 syncs; overlapped: step 2 still with
+    # the base weights (it ran behind step 1's learner), then one version behind
+    assert [v for v, _, _ in seq_calls] == [0, 1, 2, 3]
+    assert [v for v, _, _ in ovl_calls] == [0, 0, 1, 2]
+    assert ovl_calls[0][1] == threading.main_thread().name
+    assert all(name.startswith("rollout") for _, name, _ in ovl_calls[1:])  # behind the learner
+    for m in ovl_metrics:
+        assert m["learner_sequences"] == 8 and m["time/learn"] > 0 and m["time/rollout_wait"] >= 0
+
+
+def test_overlap_samples_the_same_tasks_and_saves_the_state_before_the_prefetch(both):
+    (_, _, seq_saved, seq_tasks), (_, _, ovl_saved, ovl_tasks) = both
+    assert seq_tasks == ovl_tasks and len(seq_tasks) == STEPS * 8
+    # a checkpoint of step t stores the sampler as the on-policy loop had it after step t,
+    # although the overlapped loop has already drawn step t+1's tasks
+    assert ovl_saved == seq_saved
+
+
+def test_checkpointed_state_draws_the_next_steps_tasks(tiny_model_dir, tmp_path):
+    """A real run (vLLM rollouts, DeepSpeed learner) with overlap: its step-2 checkpoint's sampler
+    draws exactly the tasks step 3 trained on, so a resumed run repeats them on-policy."""
+    from backend.runs import run_foreground
+
+    cfg = parse_config({
+        "model": str(tiny_model_dir), "domains": ["basic_arithmetic", "chain_sum"], "steps": 3,
+        "prompts_per_step": 2, "group_size": 4, "micro_batch_size": 4, "max_new_tokens": 8,
+        "learning_rate": 1e-3, "kl_coef": 0.0, "overlap": True, "checkpoint_every": 2, "vllm_compile": False,
+        "vllm_memory_fraction": 0.05, "output_dir": str(tmp_path / "out")})
+    with Store(tmp_path / "run.db") as store:
+        run_id = run_foreground(cfg, store)
+        assert store.get_run(run_id)["status"] == "completed"
+        staleness = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "off_policy/staleness"}
+        point = ResumePoint.load(next(c["path"] for c in store.checkpoints(run_id) if c["step"] == 2))
+        step3 = sorted({(t["domain"], t["task_seed"]) for t in store.trajectories(run_id, step_min=3, step_max=3)})
+    assert staleness == {1: 0.0, 2: 1.0, 3: 1.0}
+    rng = random.Random()
+    rng.setstate(point.rng_state)
+    assert sorted((t.domain, t.seed) for t in sample_tasks(cfg, rng, 2)) == step3
