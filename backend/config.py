@@ -15,6 +15,7 @@ created, so the run records exactly which weights and level ranges it used.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from backend.errors import ConfigError, ModelNotFound
 
+# the forms of ray_address: auto, HOST:PORT, ray://HOST:PORT
+RAY_ADDRESS_RE = re.compile(r"^(auto|(ray://)?[A-Za-z0-9._-]+:\d{1,5})$")
 QUICKSTART_DOMAINS = ["basic_arithmetic", "chain_sum", "gsm_symbolic", "letter_counting", "spell_backward"]
 
 
@@ -86,6 +89,20 @@ class RunConfig(BaseModel):
         False, description="One-step off-policy: roll out step t+1 with the previous weights while the learner "
                            "trains on step t (the importance ratio corrects for the one-step staleness, which "
                            "is recorded as off_policy/staleness). Off: every step is on-policy.")
+    scheduler: Literal["local", "ray"] = Field(
+        "local", description="Where rollouts and sandboxes run: local (this process and machine) or ray (rollout "
+                             "and sandbox workers as Ray actors across a cluster, trainer.ray_scheduler; with one "
+                             "rollout worker the same results as local for a fixed seed).")
+    ray_address: str | None = Field(
+        None, description="scheduler: ray: the cluster to join: 'auto' (started on this machine with `ray start`), "
+                          "'HOST:PORT' of the head node or 'ray://HOST:10001' (Ray Client); unset: a private Ray "
+                          "instance on this machine.")
+    rollout_workers: int = Field(
+        1, ge=1, le=64, description="scheduler: ray: rollout engines (Ray actors); the prompts of a call are split "
+                                    "over them and worker r is seeded seed + r.")
+    sandbox_workers: int = Field(
+        1, ge=1, le=64, description="scheduler: ray: Ray actors that each hold a slice of the sandbox pool "
+                                    "(at most sandbox_pool_size).")
     vllm_compile: bool = Field(
         True, description="torch.compile the vLLM model at start (slower start, faster decoding); false for short runs."
     )
@@ -264,6 +281,38 @@ class RunConfig(BaseModel):
             raise ValueError(f"evaluating every {v} steps in a {steps}-step run adds nothing to the evaluations "
                              f"before and after training; set eval_every below {steps}, or 0")
         return v
+
+    @field_validator("scheduler")
+    @classmethod
+    def _ray_installed(cls, v: str) -> str:
+        import importlib.util
+
+        if v == "ray" and importlib.util.find_spec("ray") is None:
+            raise ValueError("scheduler: ray needs the ray package: `pip install ray` (the same version on every "
+                             "node), or set scheduler: local")
+        return v
+
+    @field_validator("ray_address", "rollout_workers", "sandbox_workers")
+    @classmethod
+    def _ray_only(cls, v, info: ValidationInfo):
+        # scheduler is declared (so validated) before these fields
+        default = cls.model_fields[info.field_name].default
+        if v != default and info.data.get("scheduler", "ray") != "ray":
+            raise ValueError(f"{info.field_name} applies to scheduler: ray; set scheduler: ray or remove "
+                             f"{info.field_name}")
+        if info.field_name == "ray_address" and v is not None:
+            if not RAY_ADDRESS_RE.match(v):
+                raise ValueError(f"{v!r} is not a Ray address; use 'auto', 'HOST:PORT' of the head node (e.g. "
+                                 "10.0.0.5:6379) or 'ray://HOST:10001', or leave it unset for a private instance")
+        return v
+
+    @model_validator(mode="after")
+    def _sandbox_workers_fit_pool(self) -> "RunConfig":
+        if self.sandbox_workers > self.sandbox_pool_size:
+            raise ValueError(f"sandbox_workers ({self.sandbox_workers}) must be at most sandbox_pool_size "
+                             f"({self.sandbox_pool_size}): each worker holds at least one sandbox; lower "
+                             f"sandbox_workers or raise sandbox_pool_size")
+        return self
 
     @field_validator("model")
     @classmethod

@@ -46,16 +46,21 @@ class SandboxRuntime:
             SandboxUnavailable: the backend can't run here (never replaced silently).
         """
         from sandboxes.pool import SandboxPool, Scheduler
-        from sandboxes.spec import SandboxSpec
 
-        spec = SandboxSpec(memory_mb=cfg.sandbox_memory_mb, command_timeout_s=cfg.command_timeout_s,
-                           episode_timeout_s=max(60.0, cfg.command_timeout_s * (cfg.max_turns + 2)))
-        pool = SandboxPool(cfg.sandbox_backend, spec, size=cfg.sandbox_pool_size).start()
+        pool = SandboxPool(cfg.sandbox_backend, sandbox_spec(cfg), size=cfg.sandbox_pool_size).start()
         return cls(pool, Scheduler(pool))
 
     def close(self) -> None:
         self.scheduler.close()
         self.pool.close()
+
+
+def sandbox_spec(cfg):
+    """The `SandboxSpec` of a run's sandboxes (memory, command and episode time limits)."""
+    from sandboxes.spec import SandboxSpec
+
+    return SandboxSpec(memory_mb=cfg.sandbox_memory_mb, command_timeout_s=cfg.command_timeout_s,
+                       episode_timeout_s=max(60.0, cfg.command_timeout_s * (cfg.max_turns + 2)))
 
 
 def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos: bool, role: str = "user",
@@ -254,8 +259,15 @@ def _end_for_length(ep: _Episode) -> None:
 
 @contextlib.contextmanager
 def maybe_runtime(cfg):
-    """A `SandboxRuntime` when the mix needs sandboxes, else None; closed on exit."""
-    runtime = SandboxRuntime.open(cfg) if cfg.needs_sandbox else None
+    """A `SandboxRuntime` when the mix needs sandboxes, else None; closed on exit. With
+    ``scheduler: ray`` its pool is spread over Ray sandbox workers (`trainer.ray_scheduler`)."""
+    runtime = None
+    if cfg.needs_sandbox and cfg.scheduler == "ray":
+        from trainer.ray_scheduler import sandbox_runtime
+
+        runtime = sandbox_runtime(cfg, sandbox_spec(cfg))
+    elif cfg.needs_sandbox:
+        runtime = SandboxRuntime.open(cfg)
     try:
         yield runtime
     finally:
