@@ -24,7 +24,7 @@ from backend.errors import WorkbenchError
 FORM_FIELDS = ("name", "model", "algorithm", "mix", "domains", "difficulty", "group_size", "prompts_per_step",
                "micro_batch_size", "learning_rate", "kl_coef", "max_new_tokens", "max_turns", "steps",
                "rollout_engine", "sandbox_backend", "seed", "checkpoint_every", "eval_tasks_per_domain",
-               "eval_every")
+               "eval_every", "overlap")
 
 #: Filled in by the run itself; never copied from a cloned run.
 _RUN_FILLED = ("mix_spec",)

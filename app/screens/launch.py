@@ -115,6 +115,12 @@ def render() -> None:
                                        key="launch_sandbox_backend",
                                        help="docker, or local (bubblewrap; weaker isolation) for sandboxed domains")
         slots["sandbox_backend"] = e2.empty()
+        overlap = st.checkbox("Overlap rollouts with the learner (one step off-policy)",
+                              value=bool(values.get("overlap", False)), key="launch_overlap",
+                              help="Roll out step t+1 with the previous weights while the learner trains on step "
+                                   "t; the importance ratio corrects for the one-step staleness, recorded as "
+                                   "off_policy/staleness.")
+        slots["overlap"] = st.empty()
         other = st.text_area("Other settings (YAML)", value=launching.extra_yaml(values), height=160,
                              key="launch_other", help="Every other field of the run config; see backend/config.py")
         slots["other"] = st.empty()
@@ -129,7 +135,7 @@ def render() -> None:
     chosen = model_path.strip() if model == OTHER_PATH else model
     form = {"name": name, "model": chosen, "algorithm": algorithm, "mix": None if mix == mix_options[0] else mix,
             "domains": domains, "difficulty": int(difficulty), "rollout_engine": rollout_engine,
-            "sandbox_backend": sandbox_backend, **got}
+            "sandbox_backend": sandbox_backend, "overlap": overlap, **got}
     if problem:
         cfg, errors = None, {"other": problem}
     else:
