@@ -2,19 +2,22 @@
 
 Reads the store at ``$RLWB_DB`` (or the default user data path) and routes between the
 Home, Launch, Runs, Trajectories, Evaluation, Sandboxes, Domains and Retrieval pages.
-Before each page it marks runs whose process is gone as failed
-(`backend.runs.refresh_liveness`, at most every few seconds). Holds no page content itself.
+With an access token set (`app.auth`), every page waits for it. Before each page it marks
+runs whose process is gone as failed (`backend.runs.refresh_liveness`, at most every few
+seconds). Holds no page content itself.
 """
 
 import sqlite3
 
 import streamlit as st
 
+from app.auth import require_access
 from app.common import db_path, get_store
 from backend.errors import WorkbenchError
 from backend.runs import refresh_liveness
 
 st.set_page_config(page_title="RL Workbench", layout="wide")
+require_access()  # with an access token set, nothing below runs until it is given
 
 pages = [
     st.Page("screens/home.py", title="Home", icon=":material/home:", default=True),

@@ -40,14 +40,22 @@ def cmd_model_fetch(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    from backend.ui_access import TOKEN_ENV, check_bind
+
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    check_bind(args.host, token)  # a non-loopback host needs a token
     app = Path(__file__).resolve().parent.parent / "app" / "main.py"
     env = dict(os.environ)
     if args.db:
         env["RLWB_DB"] = str(Path(args.db).resolve())
+    if token:
+        env[TOKEN_ENV] = token  # to the page through the environment, never argv (visible in ps)
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", args.host,
            "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--client.toolbarMode", "viewer"]
-    print(f"RL Workbench page: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
+    gate = (f"; the page asks for the access token (or open it with ?token=... appended; "
+            f"the token is in {TOKEN_ENV} or --token)") if token else ""
+    print(f"RL Workbench page: http://{args.host}:{args.port}{gate}  (Ctrl-C to stop)", flush=True)
     os.execve(sys.executable, cmd, env)  # become the server: signals reach it directly
     return 0  # pragma: no cover - execve does not return
 
@@ -548,7 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
     rq.set_defaults(fn=cmd_retrieval_search)
 
     ui = sub.add_parser("ui", help="start the Streamlit page")
-    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine "
+                    "only); any other (e.g. 0.0.0.0) needs an access token")
+    ui.add_argument("--token", default=None, help="access token the page asks for (prefer the RLWB_UI_TOKEN "
+                    "environment variable: command lines are visible to other users in ps)")
     ui.add_argument("--port", type=_port, default=8501)
     ui.set_defaults(fn=cmd_ui)
     return p

@@ -5,6 +5,8 @@
     rlwb runs list | show ID            inspect runs in the store
     rlwb runs stop ID                   SIGTERM to a running run (it keeps what it wrote)
     rlwb runs resume ID [--detach]      continue a stopped or failed run from its last checkpoint
+    rlwb runs export ID -o FILE         the run (config, metrics, trajectories, ...) as one file
+    rlwb runs import FILE [--new-id]    add an exported run to this store (all or nothing)
 
 Thin wrappers over `backend.runs`; `register` adds them to the `rlwb` parser.
 """
@@ -64,14 +66,30 @@ def cmd_run(args) -> int:
               f"`{_rlwb(args)} ui`, stop it with `{_rlwb(args)} runs stop {run_id}`")
         return 0
     bar, on_step, on_start = _progress(cfg, store)
+    started: list[str] = []
     try:
-        run_id = run_foreground(cfg, store, on_step=on_step, on_start=on_start)
+        run_id = run_foreground(cfg, store, on_step=on_step, on_start=lambda rid: (started.append(rid), on_start(rid)))
+    except Exception:
+        if not started:
+            raise
+        return _report_failure(args, store, started[0])
     finally:
         bar.close()
     run = store.get_run(run_id)
     print(f"run {run_id} {run['status']}: {cfg.steps} steps; see it with `{_rlwb(args)} ui` or "
           f"`{_rlwb(args)} runs show {run_id}`")
     return 0
+
+
+def _report_failure(args, store, run_id: str) -> int:
+    """A run that failed in the foreground: its recorded reason on one line (the traceback is
+    on the run row, shown by the Runs page and `runs show --json`); exit code 1."""
+    import sys
+
+    run = store.get_run(run_id)
+    print(f"error: run {run_id} failed: {run['error']}\n(traceback: `{_rlwb(args)} runs show {run_id} --json`)",
+          file=sys.stderr)
+    return 1
 
 
 def _checked_store(args):
@@ -144,9 +162,32 @@ def cmd_runs_resume(args) -> int:
     bar, on_step, _ = _progress(cfg, store, start=point.step)
     try:
         run_foreground(cfg, store, on_step=on_step, run_id=args.run_id, resume=point)
+    except Exception:
+        return _report_failure(args, store, args.run_id)
     finally:
         bar.close()
     print(f"run {args.run_id} {store.get_run(args.run_id)['status']} (resumed after step {point.step})")
+    return 0
+
+
+def cmd_runs_export(args) -> int:
+    from backend.store_export import SUFFIX, export_run
+
+    store = _checked_store(args)
+    out = args.output or f"{args.run_id}{SUFFIX}"
+    counts = export_run(store, args.run_id, out, force=args.force)
+    print(f"run {args.run_id} exported to {out}: " + ", ".join(f"{n} {t}" for t, n in counts.items() if n)
+          + "; checkpoint weights are not in the file (their paths are)")
+    return 0
+
+
+def cmd_runs_import(args) -> int:
+    from backend.store_export import import_run
+
+    store = _store(args)
+    run_id, counts = import_run(store, args.file, new_id=args.new_id)
+    print(f"run {run_id} imported: " + ", ".join(f"{n} {t}" for t, n in counts.items() if n)
+          + f"; see it with `{_rlwb(args)} runs show {run_id}`")
     return 0
 
 
@@ -173,3 +214,13 @@ def register(sub: argparse._SubParsersAction, positive) -> None:
     rr.add_argument("run_id")
     rr.add_argument("--detach", action="store_true", help="resume in a background process")
     rr.set_defaults(fn=cmd_runs_resume)
+    rx = runs.add_parser("export", help="write a finished run (config, metrics, trajectories, checkpoint records, "
+                         "evaluations) to one gzip JSON Lines file")
+    rx.add_argument("run_id")
+    rx.add_argument("-o", "--output", help="file to write (default RUN_ID.rlwb.jsonl.gz in the current directory)")
+    rx.add_argument("--force", action="store_true", help="replace an existing file")
+    rx.set_defaults(fn=cmd_runs_export)
+    ri = runs.add_parser("import", help="add a run exported with `rlwb runs export` to this store")
+    ri.add_argument("file")
+    ri.add_argument("--new-id", action="store_true", help="give the run a new id (its id is taken here)")
+    ri.set_defaults(fn=cmd_runs_import)

@@ -21,6 +21,7 @@ SQLite file per host), restarting a run that has no checkpoint (clone its config
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import subprocess
@@ -127,13 +128,42 @@ def run_foreground(cfg: RunConfig, store: Store,
         store.set_status(run_id, "stopped", error=f"stopped: {reason}")
         raise
     except BaseException as e:
-        store.set_status(run_id, "failed", error=f"{type(e).__name__}: {e}", traceback=tb.format_exc())
+        store.set_status(run_id, "failed", error=failure_reason(e, cfg, run_id), traceback=tb.format_exc())
         raise
     else:
         store.set_status(run_id, "completed")
     finally:
         signal.signal(signal.SIGTERM, previous)
     return run_id
+
+
+_DISK_FULL_TEXT = ("No space left on device", "os error 28", "Disk quota exceeded", "database or disk is full")
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """True if `exc` or an exception it was raised from is a full disk (ENOSPC/EDQUOT, or a
+    library's wrapping of it: safetensors says "os error 28", SQLite "database or disk is full")."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(t in str(exc) for t in _DISK_FULL_TEXT):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def failure_reason(exc: BaseException, cfg: RunConfig, run_id: str) -> str:
+    """The error a failed run's row shows: ``Type: message``, or for a full disk a sentence
+    that says so, where the run writes, and how to continue (the previous checkpoint is
+    intact: checkpoints are renamed into place only once complete)."""
+    if _disk_full(exc):
+        where = run_dir(cfg.output_dir, run_id)
+        return (f"disk full: no space left while writing the run's files under {where} ({type(exc).__name__}: "
+                f"{str(exc)[:200]}). The last complete checkpoint is intact; free space there (or on the "
+                f"store's disk), then resume with `rlwb runs resume {run_id}` or Resume on the Runs page.")
+    return f"{type(exc).__name__}: {exc}"
 
 
 # ---- background runs ------------------------------------------------------------------

@@ -12,7 +12,8 @@ How the spec is enforced (by the engine, not by us):
   SIGTERM traps, ``setsid`` and fork bombs end on time. If the agent stops answering
   (limit + 2 s) the sandbox is declared broken (a harness fault) and the pool replaces it.
 - read-only root file system; ``/workspace`` (``spec.workspace_mb``) and ``/tmp`` are
-  tmpfs mounts: no host mounts at all, never the Docker socket.
+  tmpfs mounts: no host mounts at all, never the Docker socket (checked on the created
+  container, `host_mounts`: a bind or volume refuses the sandbox).
 - ``--memory`` = ``--memory-swap`` (no swap), ``--pids-limit``, ``--cpus``; all
   capabilities dropped except the few the root agent needs (uid 1000 has none),
   ``no-new-privileges``; commands are first in line for the OOM killer.
@@ -191,6 +192,17 @@ class AgentChannel:
             pass
 
 
+def host_mounts(attrs: dict) -> list[str]:
+    """The mounts of a container (``docker inspect`` attributes) that are not tmpfs: binds
+    and volumes, e.g. ``["bind /var/run/docker.sock"]``. Sandboxes must have none."""
+    found = [f"{m.get('Type')} {m.get('Source') or m.get('Name')}" for m in attrs.get("Mounts") or []
+             if m.get("Type") != "tmpfs"]
+    host = attrs.get("HostConfig") or {}
+    found += [f"bind {b}" for b in host.get("Binds") or []]
+    found += [f"{m.get('Type')} {m.get('Source')}" for m in host.get("Mounts") or [] if m.get("Type") != "tmpfs"]
+    return found
+
+
 class DockerSandbox(Sandbox):
     """A sandbox in a container on the local Docker engine (see the module docstring)."""
 
@@ -226,6 +238,10 @@ class DockerSandbox(Sandbox):
                 environment={"HOME": WORKSPACE, **spec.env},
             )
             self.id = self._container.id
+            mounts = host_mounts(self._container.attrs)
+            if mounts:  # nothing of the host may reach a sandbox, whatever the image or engine adds
+                raise SandboxError(f"refusing to start a sandbox with host mounts {mounts}; sandboxes get tmpfs "
+                                   f"only (check the image {spec.image} for VOLUME lines)")
             sock = client.api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             self._channel = AgentChannel(sock)
             self._container.start()
@@ -235,7 +251,7 @@ class DockerSandbox(Sandbox):
         except (*_ENGINE_ERRORS, TimeoutError, EOFError, ValueError) as e:
             self._close()
             raise SandboxError(f"docker could not start a sandbox from {spec.image}: {e}") from None
-        except SandboxUnavailable:
+        except SandboxError:  # SandboxUnavailable, or host mounts refused
             self._close()
             raise
         if not hello.get("ready"):

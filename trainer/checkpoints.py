@@ -5,12 +5,20 @@ resumed run needs to sample the tasks an uninterrupted run would: the task sampl
 state, the curriculum's state and the optimizer steps taken (`trainer_state`, read back by
 `ResumePoint`). Torch-free, so the page and the CLI can pick a resume point cheaply.
 
+Checkpoints are written atomically: into a temporary sibling directory, made durable
+(`fsync_tree`: every file, every directory), then renamed into place (`replace_durably`,
+which also syncs the parent so the rename itself survives a power cut). A crash or a full
+disk in the middle leaves the previous checkpoint as it was and at most a ``*.tmp``
+directory that the next write of that step removes; `ResumePoint.latest` skips a
+checkpoint whose trainer state is missing or unreadable.
+
 Not covered: writing the weights (`trainer.learner.DeepSpeedLearner.save_checkpoint`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,11 +66,16 @@ class ResumePoint:
         if not state_file.is_file():
             raise ConfigError(f"checkpoint {path} has no {TRAINER_STATE} (missing, or written before runs could "
                               "resume); start a new run from it instead: set `model:` to this directory")
-        data = json.loads(state_file.read_text(encoding="utf-8"))
-        version, internal, gauss = data["rng_state"]
-        learner_steps = data.get("learner_steps")
-        return cls(int(data["step"]), path, (version, tuple(internal), gauss), data.get("curriculum"),
-                   int(learner_steps) if learner_steps is not None else None)
+        try:
+            data = json.loads(state_file.read_text(encoding="utf-8"))
+            version, internal, gauss = data["rng_state"]
+            learner_steps = data.get("learner_steps")
+            return cls(int(data["step"]), path, (version, tuple(internal), gauss), data.get("curriculum"),
+                       int(learner_steps) if learner_steps is not None else None)
+        except (ValueError, KeyError, TypeError) as e:  # torn or edited by hand (UnicodeDecodeError is a ValueError)
+            raise ConfigError(f"checkpoint {path}: {TRAINER_STATE} is unreadable ({type(e).__name__}: "
+                              f"{str(e)[:120]}); resume from an earlier checkpoint or start a new run "
+                              "from this one's weights (`model:` set to this directory)") from None
 
     @property
     def optimizer_steps(self) -> int:
@@ -78,8 +91,13 @@ class ResumePoint:
         Raises:
             ConfigError: none has its trainer state (the message names the newest).
         """
-        usable = [c for c in checkpoints if (Path(c["path"]) / TRAINER_STATE).is_file()]
-        return cls.load((usable or checkpoints)[-1]["path"])
+        for row in reversed(checkpoints):
+            if (Path(row["path"]) / TRAINER_STATE).is_file():
+                try:
+                    return cls.load(row["path"])
+                except ConfigError:  # torn state: fall back to the one before
+                    continue
+        return cls.load(checkpoints[-1]["path"])  # raises, naming the newest
 
 
 def trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, learner_steps: int) -> dict:
@@ -94,3 +112,51 @@ def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
     from backend.runs import run_dir
 
     return run_dir(cfg.output_dir, run_id) / "checkpoints"
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make a directory's entries (names created, renamed or removed in it) durable.
+
+    Raises:
+        OSError: the directory can't be opened or synced (ENOSPC, EIO ...).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(path: str | Path) -> None:
+    """fsync every regular file under `path`, then every directory bottom-up (`path` included),
+    so a checkpoint written there is on disk before it is renamed into place.
+
+    Raises:
+        OSError: a file or directory can't be synced (e.g. ENOSPC on a full disk); the
+            caller must then not rename the tree into place.
+    """
+    path = Path(path)
+    for root, _dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            f = Path(root) / name
+            if f.is_symlink() or not f.is_file():
+                continue
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(root)
+
+
+def replace_durably(tmp: str | Path, path: str | Path) -> None:
+    """The last step of an atomic directory write: `fsync_tree(tmp)`, ``os.replace(tmp, path)``,
+    then `fsync_dir` of the parent, so after a crash `path` is either the old or the new tree,
+    complete. `path` must not exist as a non-empty directory (remove it first).
+
+    Raises:
+        OSError: syncing or renaming failed; `tmp` is left for the next write to remove.
+    """
+    fsync_tree(tmp)
+    os.replace(tmp, path)
+    fsync_dir(Path(path).parent)
