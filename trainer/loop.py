@@ -359,7 +359,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     from backend.models import resolve_model
     from trainer.learner import DeepSpeedLearner
     from trainer.pipeline import StepPipeline
-    from trainer.rollout import open_engine
+    from trainer.rollout import open_run_engine
 
     model_path = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -377,7 +377,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     with maybe_runtime(cfg) as runtime:
         if runtime is not None:
             store.record_pool_state(run_id, runtime.pool.state())
-        engine = open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **engine_kw)
+        engine = open_run_engine(cfg, model_path, **engine_kw)
         learner = pipe = None
         try:
             if resume is None:
