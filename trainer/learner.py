@@ -6,6 +6,13 @@ CUDA on GPUs, with no code change. A frozen copy of the initial weights is the K
 reference. The loss is `trainer.algorithms.grpo.policy_loss` (token-level aggregation over
 the whole step, so micro-batches add up to exactly the full-batch gradient).
 
+Batching (`BATCHINGS`): "packed" (the default) puts several sequences end to end in each row
+with position ids that restart at 0 and no attention mask, so transformers attends within
+each sequence only, and computes logits for the scored completion tokens alone; "padded"
+(the earlier path, kept for comparison: ``bench/learner_mfu.py``) right-pads
+length-sorted micro-batches. Both give the same loss and gradient up to float rounding
+(tests/trainer/test_packing.py).
+
 Not covered: multi-process launch (the deepspeed launcher sets RANK/WORLD_SIZE; this class
 then works per rank, but the training loop is single-process today) and ZeRO-3 weight
 gathering for sync.
@@ -28,8 +35,10 @@ import torch.nn.functional as F
 
 from backend.config import RunConfig
 from backend.errors import ConfigError
-from trainer.algorithms.grpo import policy_loss
-from trainer.types import LearnerBatch
+from trainer.algorithms.grpo import LossOutput, policy_loss
+from trainer.types import LearnerBatch, PackedMicroBatch
+
+BATCHINGS = ("packed", "padded")
 
 
 def _free_port() -> int:
@@ -114,10 +123,93 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     return out, ent
 
 
+class _ScoredPositions:
+    """Within the block, the LM head sees only the hidden states at `index` (flat over the
+    (R, C) positions): the model's own forward, DeepSpeed's hooks included, then returns
+    (K, V) logits for the scored tokens instead of (R, C, V) for every position."""
+
+    def __init__(self, head: torch.nn.Module, index: torch.Tensor):
+        self.head, self.index, self.handle = head, index, None
+
+    def _gather(self, module, args):
+        hidden = args[0]
+        return (hidden.reshape(-1, hidden.shape[-1]).index_select(0, self.index),) + tuple(args[1:])
+
+    def __enter__(self):
+        self.handle = self.head.register_forward_pre_hook(self._gather)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_ids: torch.Tensor,
+                          position_ids: torch.Tensor, logit_index: torch.Tensor, targets: torch.Tensor,
+                          with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of the scored tokens of packed sequences (`PackedMicroBatch`).
+
+    No attention mask is passed: transformers reads the packing from the position ids and
+    masks attention to each sequence (``use_cache=False`` is needed for that: with a cache
+    it falls back to a plain causal mask across the whole row).
+
+    Args:
+        model: an HF causal LM, or the DeepSpeed engine wrapping one.
+        head: the model's output embedding (``get_output_embeddings()``), a module applied
+            to the final hidden states; it is shown only the `logit_index` positions.
+        input_ids: (R, C) token ids, sequences back to back.
+        position_ids: (R, C) positions restarting at 0 per sequence.
+        logit_index: (K,) flat indices into R x C of the logits that score `targets`.
+        targets: (K,) token ids scored.
+        with_entropy: also return the entropy (nats) of each of those K predictive
+            distributions.
+
+    Returns:
+        (K,) logprobs and (K,) entropies (or None).
+    """
+    with _ScoredPositions(head, logit_index):
+        logits = model(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits.float()
+    logits = logits.reshape(-1, logits.shape[-1])
+    assert logits.shape[0] == logit_index.shape[0], "the LM head was not applied to the scored positions"
+    logp_all = F.log_softmax(logits, dim=-1)
+    taken = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    ent = None
+    if with_entropy:
+        with torch.no_grad():
+            ent = -(logp_all.exp() * logp_all).sum(-1)
+    return taken, ent
+
+
 def _first_completion_column(mask: torch.Tensor) -> int:
     """Smallest column holding a completion token in a (N, T) mask (1 if none)."""
     cols = mask.any(dim=0).nonzero()
     return int(cols[0]) if len(cols) else 1
+
+
+def _check_packing(model: torch.nn.Module) -> None:
+    """Raise ConfigError unless packed logprobs match padded ones on this model: two short
+    random sequences scored both ways (two small forward passes, no gradient)."""
+    g = torch.Generator().manual_seed(0)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    seqs = [torch.randint(0, vocab, (n,), generator=g) for n in (5, 7)]
+    ids = torch.zeros(2, 7, dtype=torch.long)
+    att = torch.zeros(2, 7, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)], att[i, : len(s)] = s, 1
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        padded, _ = token_logprobs(model, ids, att)
+        flat = torch.cat(seqs).unsqueeze(0)
+        pos = torch.cat([torch.arange(5), torch.arange(7)]).unsqueeze(0)
+        index = torch.tensor([0, 1, 2, 3, 5, 6, 7, 8, 9, 10])
+        packed, _ = packed_token_logprobs(model, model.get_output_embeddings(), flat, pos, index, flat[0, index + 1])
+    model.train(was_training)
+    want = torch.cat([padded[0, 1:5], padded[1, 1:7]])
+    err = float((packed - want).abs().max())
+    if not err < 1e-3:
+        raise ConfigError(f"packed sequences score differently from padded ones on this model (max logprob "
+                          f"difference {err:.3g} nats): its attention ignores packed position ids; use "
+                          "batching='padded'")
 
 
 def _lr_lambda(cfg: RunConfig):
@@ -146,19 +238,26 @@ class DeepSpeedLearner:
             resumed run); the reference stays `model_path`.
         steps_done: optimizer steps already taken (a resumed run): the learning-rate
             schedule continues from there. AdamW's moments start from zero again.
+        batching: "packed" (padding-free micro-batches of up to ``micro_batch_size`` rows of
+            T tokens, the default) or "padded" (``micro_batch_size`` right-padded sequences
+            per micro-batch, grouped by length); see the module docstring.
 
     Raises:
-        ConfigError: for a ZeRO stage the weight sync can't serve (3).
+        ConfigError: for a ZeRO stage the weight sync can't serve (3), an unknown
+            `batching`, or "packed" on a model whose packed logprobs differ from its padded
+            ones (a model or transformers version without packed-sequence attention).
     """
 
     def __init__(self, model_path: str | Path, cfg: RunConfig, init_from: str | Path | None = None,
-                 steps_done: int = 0):
+                 steps_done: int = 0, batching: str = "packed"):
         if cfg.zero_stage > 2:
             raise ConfigError("zero_stage 3 is not supported by in-place weight sync yet; set zero_stage: 2")
+        if batching not in BATCHINGS:
+            raise ConfigError(f"batching must be one of {BATCHINGS}, got {batching!r}; use batching='packed'")
         import deepspeed
         from transformers import AutoModelForCausalLM
 
-        self.cfg = cfg
+        self.cfg, self.batching = cfg, batching
         _ensure_single_process_env()
         # An in-process vLLM engine creates and, on close, destroys the torch.distributed
         # world; drop DeepSpeed's cached groups so a later learner doesn't use dead ones.
@@ -168,6 +267,8 @@ class DeepSpeedLearner:
         torch.manual_seed(cfg.seed)
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
         model = AutoModelForCausalLM.from_pretrained(init_from or model_path, dtype=torch.float32)
+        if batching == "packed":
+            _check_packing(model)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         self.ref_model = None
@@ -219,7 +320,9 @@ class DeepSpeedLearner:
 
         Returns:
             Step metrics: loss, pg_loss, kl, entropy, clip_frac, ratio_mean, grad_norm, lr,
-            learner_tokens (real tokens processed), learner_seconds, learner_tokens_per_s.
+            learner_tokens (real tokens processed), learner_padding_share (share of the
+            positions computed that were padding, 0 .. 1), learner_micro_batches,
+            learner_seconds, learner_tokens_per_s.
 
         Raises:
             ValueError: if the batch is empty or holds more than N sequences.
@@ -231,23 +334,15 @@ class DeepSpeedLearner:
         self.engine.train()
         total_tokens = float(batch.completion_mask.sum().item()) or 1.0
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
-        micros = batch.micro_batches(self.cfg.micro_batch_size)
+        if self.batching == "packed":
+            micros, pass_one = batch.packed_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
+        else:
+            micros, pass_one = batch.micro_batches(self.cfg.micro_batch_size), self._padded_micro_step
+        slots = sum(m.input_ids.numel() for m in micros)  # positions the forward passes compute
         for i, micro in enumerate(micros):
             # the optimizer steps after the last micro-batch, not after a fixed count of them
             self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
-            ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
-            mask = micro.completion_mask.to(self.device)
-            first = _first_completion_column(mask)
-            ref_lp = None
-            if self.ref_model is not None:
-                with torch.no_grad():
-                    ref_lp, _ = token_logprobs(self.ref_model, ids, att, first_scored=first)
-            logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first)
-            out = policy_loss(
-                logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask,
-                clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
-                num_tokens_total=total_tokens,
-            )
+            out, entropy_sum = pass_one(micro, total_tokens)
             self.engine.backward(out.loss, scale_wrt_gas=False)
             self.engine.step()
             sums["loss"] += float(out.loss.detach())
@@ -255,7 +350,7 @@ class DeepSpeedLearner:
             sums["kl"] += out.kl_sum
             sums["clip"] += out.clipped_sum
             sums["ratio"] += out.ratio_sum
-            sums["entropy"] += float((ent * mask).sum())
+            sums["entropy"] += entropy_sum
         self.steps_done += 1
         seconds = time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
@@ -269,9 +364,53 @@ class DeepSpeedLearner:
             "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
             "lr": float(self.scheduler.get_last_lr()[0]),
             "learner_tokens": float(batch.num_tokens),
+            "learner_padding_share": 1.0 - batch.num_tokens / slots,
+            "learner_micro_batches": float(len(micros)),
             "learner_seconds": seconds,
             "learner_tokens_per_s": batch.num_tokens / seconds if seconds > 0 else 0.0,
         }
+
+    def _padded_micro_step(self, micro: LearnerBatch, total_tokens: float) -> tuple[LossOutput, float]:
+        """Forward pass and loss of one right-padded micro-batch; (loss, entropy sum in nats)."""
+        ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
+        mask = micro.completion_mask.to(self.device)
+        first = _first_completion_column(mask)
+        ref_lp = None
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref_lp, _ = token_logprobs(self.ref_model, ids, att, first_scored=first)
+        logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first)
+        out = policy_loss(
+            logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask,
+            clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
+            num_tokens_total=total_tokens,
+        )
+        return out, float((ent * mask).sum())
+
+    def _packed_micro_step(self, micro: PackedMicroBatch, total_tokens: float) -> tuple[LossOutput, float]:
+        """Forward pass and loss of one packed micro-batch; (loss, entropy sum in nats).
+
+        The K scored tokens go to `policy_loss` as K one-token rows (shape (K, 1), one
+        advantage each): the same per-token terms and sums as the padded layout.
+        """
+        dev = self.device
+        ids, pos = micro.input_ids.to(dev), micro.position_ids.to(dev)
+        index, targets = micro.logit_index.to(dev), micro.targets.to(dev)
+        mask = micro.completion_mask.to(dev).unsqueeze(1)
+        ref_lp = None
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref_lp, _ = packed_token_logprobs(self.ref_model, self.ref_model.get_output_embeddings(),
+                                                  ids, pos, index, targets)
+                ref_lp = ref_lp.unsqueeze(1)
+        logp, ent = packed_token_logprobs(self.engine, self.module.get_output_embeddings(), ids, pos, index,
+                                          targets, with_entropy=True)
+        out = policy_loss(
+            logp.unsqueeze(1), micro.old_logprobs.to(dev).unsqueeze(1), micro.advantages.to(dev), mask,
+            clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
+            num_tokens_total=total_tokens,
+        )
+        return out, float((ent.unsqueeze(1) * mask).sum())
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The policy's current weights under HF names, for in-place sync into a rollout

@@ -6,9 +6,12 @@ OpenRLHF's ``Experience`` and verl's ``DataProto``:
 * `Completion`  - one sampled answer from a `RolloutEngine` (token ids, sampling logprobs).
 * `Sample`      - one completion of one task, scored: the row a trajectory is stored from.
 * `LearnerBatch` - padded tensors the learner consumes, built from a list of `Sample`.
+* `PackedMicroBatch` - a padding-free micro-batch: several sequences end to end in each row,
+  told apart by position ids that restart at 0 (`LearnerBatch.packed_micro_batches`).
 
-Shapes use N = number of sequences (prompts x group size) and T = padded sequence length
-in tokens. Nothing here imports vllm or deepspeed.
+Shapes use N = number of sequences (prompts x group size), T = padded sequence length in
+tokens, R = rows of a packed micro-batch, C = its row length (tokens) and K = its scored
+(completion) tokens. Nothing here imports vllm or deepspeed.
 """
 
 from __future__ import annotations
@@ -133,6 +136,71 @@ class LearnerBatch:
             ))
         return out
 
+    def packed_micro_batches(self, rows: int, pad_id: int = 0) -> list["PackedMicroBatch"]:
+        """Pack the sequences end to end into rows of at most T tokens, `rows` rows per
+        micro-batch: padding-free batches for gradient accumulation.
+
+        Sequences are placed first-fit decreasing by length into rows of capacity T (the
+        longest sequence), so a packed micro-batch holds at most `rows` x T tokens: the
+        memory bound of a padded micro-batch of `rows` sequences, with the room padding
+        would take filled by further sequences. Each micro-batch is trimmed to its fullest
+        row. Position ids restart at 0 at each sequence; with no attention mask, HF models
+        then attend only within each sequence (transformers' ``find_packed_sequence_indices``),
+        as the padding-free collators of Krell et al., 2021, "Efficient Sequence Packing
+        without Cross-contamination", arXiv:2107.02027, and HF's ``DataCollatorWithFlattening``
+        do. The loss is token-level over the whole step, so packing does not change it.
+
+        Args:
+            rows: rows per micro-batch (the run's ``micro_batch_size``), >= 1.
+            pad_id: token id for the unused tail of a row (never scored, attended by nothing).
+
+        Returns:
+            Micro-batches in order of decreasing fill; together they hold every sequence once.
+
+        Raises:
+            ValueError: if `rows` < 1.
+        """
+        if rows < 1:
+            raise ValueError(f"rows must be >= 1, got {rows}")
+        lengths = self.attention_mask.sum(dim=1).tolist()
+        capacity = max(lengths)
+        bins: list[list[int]] = []  # sequence indices per row
+        fill: list[int] = []
+        for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):  # first-fit decreasing
+            for b, used in enumerate(fill):
+                if used + lengths[i] <= capacity:
+                    bins[b].append(i)
+                    fill[b] += lengths[i]
+                    break
+            else:
+                bins.append([i])
+                fill.append(lengths[i])
+        return [self._pack(bins[s : s + rows], lengths, pad_id) for s in range(0, len(bins), rows)]
+
+    def _pack(self, bins: list[list[int]], lengths: list[int], pad_id: int) -> "PackedMicroBatch":
+        """One packed micro-batch: each bin (sequence indices) becomes one row."""
+        width = max(sum(lengths[i] for i in b) for b in bins)
+        ids = torch.full((len(bins), width), pad_id, dtype=torch.long)
+        pos = torch.zeros((len(bins), width), dtype=torch.long)
+        index, targets, old, adv, mask = [], [], [], [], []
+        for r, b in enumerate(bins):
+            offset = 0
+            for i in b:
+                n = lengths[i]
+                ids[r, offset : offset + n] = self.input_ids[i, :n]
+                pos[r, offset : offset + n] = torch.arange(n)
+                cols = self.completion_mask[i, 1:n].nonzero().squeeze(1) + 1  # column 0 has no prefix
+                index.append(r * width + offset + cols - 1)  # the logits at t-1 score token t
+                targets.append(self.input_ids[i, cols])
+                old.append(self.old_logprobs[i, cols])
+                adv.append(self.advantages[i].expand(len(cols)))
+                mask.append(self.completion_mask[i, cols])
+                offset += n
+            pos[r, offset:] = torch.arange(width - offset)  # the tail: a block of its own
+        return PackedMicroBatch(ids, pos, torch.cat(index), torch.cat(targets), torch.cat(old),
+                                torch.cat(adv), torch.cat(mask), num_sequences=sum(len(b) for b in bins),
+                                num_tokens=sum(lengths[i] for b in bins for i in b))
+
     @classmethod
     def from_samples(cls, samples: list[Sample], pad_id: int) -> "LearnerBatch":
         """Pack scored samples into right-padded tensors.
@@ -164,3 +232,40 @@ class LearnerBatch:
             attention[i, : p + c] = 1
         adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
         return cls(input_ids, attention, comp_mask, old_lp, adv)
+
+
+@dataclass
+class PackedMicroBatch:
+    """Sequences packed end to end, without padding between them, for one forward/backward.
+
+    Built by `LearnerBatch.packed_micro_batches`. Only the completion tokens that take part
+    in the loss are scored; their per-token tensors are flat, in row-major order.
+
+    Attributes:
+        input_ids: (R, C) int64, each row several sequences back to back, then pad ids.
+        position_ids: (R, C) int64, 0, 1, ... within each sequence (a drop marks the start
+            of the next one); the unused tail of a row counts from 0 as a block of its own.
+        logit_index: (K,) int64, flat index into the R x C positions of the logits that
+            score each completion token (the position just before it).
+        targets: (K,) int64, the completion tokens scored.
+        old_logprobs: (K,) float32, their sampling-policy logprobs.
+        advantages: (K,) float32, the advantage of each token's sequence.
+        completion_mask: (K,) float32, the tokens' loss weights (1.0).
+        num_sequences: sequences in the micro-batch.
+        num_tokens: real (non-pad) tokens in it.
+    """
+
+    input_ids: torch.Tensor
+    position_ids: torch.Tensor
+    logit_index: torch.Tensor
+    targets: torch.Tensor
+    old_logprobs: torch.Tensor
+    advantages: torch.Tensor
+    completion_mask: torch.Tensor
+    num_sequences: int
+    num_tokens: int
+
+    @property
+    def padding_share(self) -> float:
+        """Share of the R x C positions that hold padding (0 .. 1)."""
+        return 1.0 - self.num_tokens / self.input_ids.numel()
