@@ -565,6 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _printable(text: str) -> str:
+    """`text` with anything the terminal can't encode (lone surrogates) as backslash escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `rlwb`; returns the process exit code."""
     from backend.cli_eval import normalize_argv
@@ -575,16 +580,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except WorkbenchError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(_printable(f"error: {e}"), file=sys.stderr)
         return 2
     except sqlite3.Error as e:
         db = os.environ.get("RLWB_DB", "the default store")
-        print(f"error: store {db}: {e}; pass --db with a path to an RL Workbench SQLite file "
-              "(a new path creates one)", file=sys.stderr)
+        print(_printable(f"error: store {db}: {e}; pass --db with a path to an RL Workbench SQLite file "
+                         "(a new path creates one)"), file=sys.stderr)
+        return 2
+    except UnicodeEncodeError as e:  # undecodable argv bytes (surrogateescape) reaching the store or a print
+        print(_printable(f"error: {e.object[max(e.start - 20, 0):e.end + 20]!r} is not valid UTF-8 text; "
+                         "pass run ids, names and paths as UTF-8"), file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `rlwb runs list | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a path argument the OS refuses (too long, a directory, no permission ...)
+        where = f" ({str(e.filename)[:80]!r})" if e.filename else ""
+        print(_printable(f"error: {e.strerror or e}{where}; check the path you passed"), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         if args.command in ("run", "runs"):
             print("stopped (Ctrl-C); the run is marked stopped and keeps what was written", file=sys.stderr)

@@ -26,6 +26,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import sqlite3
 import sys
 import threading
@@ -119,6 +120,16 @@ def _max_variables(conn: sqlite3.Connection) -> int:
     if sys.version_info >= (3, 11):
         return conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     return 999
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8_safe(value):
+    """`value`, with any lone surrogate in a str replaced by U+FFFD (SQLite stores UTF-8)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    return value
 
 
 #: Characters of the completion a `Store.trajectory_summaries` row carries.
@@ -342,6 +353,12 @@ class Store(EvalVerbs):
         now, step = _now(), int(step)
         rows = [_trajectory_row(run_id, step, now, s) for s in samples]
         per = max(1, min(_ROWS_PER_INSERT, _max_variables(self.db.conn) // len(TRAJECTORY_COLUMNS)))
+        try:
+            self._insert_trajectory_rows(run_id, rows, per)
+        except UnicodeEncodeError:  # a lone surrogate (text is UTF-8 in SQLite): U+FFFD, as a decoder would
+            self._insert_trajectory_rows(run_id, [tuple(map(_utf8_safe, r)) for r in rows], per)
+
+    def _insert_trajectory_rows(self, run_id: str, rows: list[tuple], per: int) -> None:
         with self._writing(run_id):
             for i in range(0, len(rows), per):
                 chunk = rows[i:i + per]
@@ -358,7 +375,8 @@ class Store(EvalVerbs):
         now = _now()
         keep = ("kind", "outcome", "exit_code", "latency_ms", "queue_ms", "attempts", "sandbox", "backend",
                 "command", "error")
-        out = [{"run_id": run_id, "step": step, "created_at": now, **{k: r.get(k) for k in keep}} for r in rows]
+        out = [{"run_id": run_id, "step": step, "created_at": now, **{k: _utf8_safe(r.get(k)) for k in keep}}
+               for r in rows]
         if out:
             with self.db.atomic():
                 self.db["sandbox_executions"].insert_all(out)

@@ -32,10 +32,20 @@ COUNT_CAP = 100_000  # count matching rows up to this many, then say "more than"
 EXPORT_LIMIT = 10_000  # trajectories in one JSONL export (~5 KB each for multi-turn episodes)
 ALL_DOMAINS = "All domains"
 ALL_REASONS = "All finish reasons"
+SHOWN_CHARS = 100_000  # characters of one text block on the page; the JSONL export has all of it
 SEARCH_HELP = ('Finds trajectories whose prompt, completion or turns (model text, commands, '
                'tool calls, outputs) contain every word. "Quoted words" must appear in that '
                "order; a word ending in * matches its prefix (err* finds error). Case and "
                "accents are ignored; operators like AND, OR, NEAR are searched as plain words.")
+
+
+def shown(text) -> str:
+    """`text` cut to `SHOWN_CHARS` with a note saying how much more there is (a giant reply
+    would otherwise ship megabytes to the browser)."""
+    text = text if isinstance(text, str) else str(text)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return text[:SHOWN_CHARS] + f"\n[... {len(text) - SHOWN_CHARS:,} more characters: export the trajectory for all of it]"
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -106,9 +116,9 @@ def show_trajectory(traj: dict) -> None:
     cols[3].metric("Tokens (prompt / completion)",
                    f"{traj['prompt_tokens']} / {traj['completion_tokens']}")
     st.markdown("**Prompt**")
-    st.code(traj["prompt"], language=None, wrap_lines=True)
+    st.code(shown(traj["prompt"]), language=None, wrap_lines=True)
     st.markdown("**Completion**")
-    st.code(traj["completion"], language=None, wrap_lines=True)
+    st.code(shown(traj["completion"]), language=None, wrap_lines=True)
     if traj.get("turns"):
         show_turns(traj)
     breakdown = traj.get("breakdown") or {}
@@ -117,7 +127,7 @@ def show_trajectory(traj: dict) -> None:
     if traj.get("retrieval"):
         show_retrieval(traj["retrieval"])
     st.markdown("**Reference answer**")
-    st.code(traj["answer"] or "(none)", language=None, wrap_lines=True)
+    st.code(shown(traj["answer"] or "(none)"), language=None, wrap_lines=True)
     st.markdown("**Reward breakdown**")
     st.json({k: v for k, v in breakdown.items() if k != "mesh"})
 
@@ -136,21 +146,21 @@ def show_turns(traj: dict) -> None:
         status = ("timed out" if t.get("timed_out") else f"exit {t.get('exit_code')}") if t.get("command") else t["action"]
         with st.expander(f"turn {t['turn']} · {t['action']} · {status}"):
             st.markdown("Model")
-            st.code(t.get("text", ""), language=None, wrap_lines=True)
+            st.code(shown(t.get("text", "")), language=None, wrap_lines=True)
             for c in t.get("calls") or []:
                 verdict = f"error `{c['error']}`" if c.get("error") else "valid, ran"
                 st.markdown(f"Call {c.get('index')} · `{c.get('name')}` · {verdict} · "
                             f"{c.get('duration_ms') or 0:.0f} ms")
                 st.json(c.get("arguments"), expanded=False)
-                st.code(c.get("observation") or "(empty)", language=None, wrap_lines=True)
+                st.code(shown(c.get("observation") or "(empty)"), language=None, wrap_lines=True)
             if t.get("command"):
                 st.markdown(f"Command · {t.get('duration_ms', 0):.0f} ms")
-                st.code(t["command"], language="bash", wrap_lines=True)
+                st.code(shown(t["command"]), language="bash", wrap_lines=True)
                 st.markdown("stdout")
-                st.code(t.get("stdout") or "(empty)", language=None, wrap_lines=True)
+                st.code(shown(t.get("stdout") or "(empty)"), language=None, wrap_lines=True)
                 if t.get("stderr"):
                     st.markdown("stderr")
-                    st.code(t["stderr"], language=None, wrap_lines=True)
+                    st.code(shown(t["stderr"]), language=None, wrap_lines=True)
 
 
 def show_geometry(breakdown: dict) -> None:
@@ -203,7 +213,7 @@ def show_group(traj: dict, frame: pd.DataFrame, group: list[dict]) -> None:
         label = (f"sample {other['sample_idx']} · reward {other['reward']:.3f} · "
                  f"advantage {other['advantage']:+.3f}")
         with st.expander(label):
-            st.code(other["completion"], language=None, wrap_lines=True)
+            st.code(shown(other["completion"]), language=None, wrap_lines=True)
 
 
 def show_export(path: str, run_id: str, filters: dict, count: int) -> None:
@@ -256,10 +266,10 @@ def show_compare(path: str, traj: dict, group: list[dict], table: pd.DataFrame) 
     for col, t in zip(cols, (traj, other)):
         col.markdown(f"**#{t['id']}** · step {t['step']} · sample {t['sample_idx']} · "
                      f"reward {t['reward']:.3f} · advantage {t['advantage']:+.3f}")
-        col.code(t["completion"], language=None, wrap_lines=True)
+        col.code(shown(t["completion"]), language=None, wrap_lines=True)
     diff = views.completion_diff(traj, other)
     st.markdown(f"**Line diff** (`-` lines only in #{traj['id']}, `+` lines only in #{other['id']})")
-    st.code(diff or "(the completions are identical)", language="diff", wrap_lines=True)
+    st.code(shown(diff or "(the completions are identical)"), language="diff", wrap_lines=True)
 
 
 def render() -> None:
