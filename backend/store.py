@@ -306,17 +306,38 @@ class Store(EvalVerbs):
         checkpoints), in one transaction: a run resumed from step's checkpoint records
         those steps again. Raises RunNotFound."""
         self._require_run(run_id)
-        with self.db.atomic():
+        with self._immediate():
             for table in ("trajectories", "metrics", "sandbox_executions", "checkpoints"):
                 self.db.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, int(step)])
 
     # ---- metrics ----------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        """A write transaction that takes the write lock at BEGIN (``BEGIN IMMEDIATE``), so a
+        busy store waits up to the busy timeout. A deferred one that reads first (sqlite-utils
+        looks up the table's columns) fails at once with "database is locked" when another
+        process committed in between: SQLite can't upgrade a stale read snapshot, and no busy
+        timeout helps. Nested use becomes a savepoint."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic():
+                yield
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
     @contextlib.contextmanager  # used by every record_* verb
     def _writing(self, run_id: str) -> Iterator[None]:
         """One transaction for rows of `run_id`; a foreign-key failure becomes RunNotFound."""
         try:
-            with self.db.atomic():
+            with self._immediate():
                 yield
         except sqlite3.IntegrityError as e:
             if "FOREIGN KEY" in str(e):
@@ -378,7 +399,7 @@ class Store(EvalVerbs):
         out = [{"run_id": run_id, "step": step, "created_at": now, **{k: _utf8_safe(r.get(k)) for k in keep}}
                for r in rows]
         if out:
-            with self.db.atomic():
+            with self._immediate():
                 self.db["sandbox_executions"].insert_all(out)
 
     @_locked
@@ -386,7 +407,7 @@ class Store(EvalVerbs):
         """Upsert the state of a run's sandbox pool (`SandboxPool.state()`), status open/closed."""
         keep = ("backend", "isolation", "size", "idle", "busy", "replaced", "orphans_collected")
         row = {"run_id": run_id, "status": status, "updated_at": _now(), **{k: state.get(k) for k in keep}}
-        with self.db.atomic():
+        with self._immediate():
             self.db["sandbox_pools"].upsert(row, pk="run_id")
 
     @_locked

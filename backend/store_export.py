@@ -175,7 +175,7 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
 
     with store._lock:
         try:
-            with store.db.atomic():
+            with store._immediate():
                 for n, obj in _lines(path):
                     if n == 1:
                         run_id = _check_header(path, obj, store)

@@ -214,3 +214,31 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_and_fails_clearly(
         if proc.poll() is None:
             proc.kill()
         log.close()
+
+
+def test_a_torn_trainer_state_falls_back_to_the_previous_checkpoint(tmp_path, fault):
+    """A power cut before the page cache reached the disk can leave a checkpoint's trainer
+    state cut short (what `replace_durably`'s fsyncs prevent): resume takes the one before."""
+    import json
+
+    from backend.errors import ConfigError
+    from trainer.checkpoints import replace_durably, trainer_state
+
+    rows = []
+    for step in (1, 2, 3):
+        tmp, final = tmp_path / f"step-{step}.tmp", tmp_path / f"step-{step}"
+        tmp.mkdir()
+        (tmp / TRAINER_STATE).write_text(json.dumps(trainer_state(step, random.Random(step), None, step)))
+        (tmp / "model.safetensors").write_bytes(b"\0" * 64)
+        replace_durably(tmp, final)
+        rows.append({"step": step, "path": str(final)})
+    assert not list(tmp_path.glob("*.tmp"))
+    state = tmp_path / "step-3" / TRAINER_STATE
+    state.write_bytes(state.read_bytes()[:40])  # torn mid-write
+    (tmp_path / "step-2" / TRAINER_STATE).write_bytes(b"\xff\xfe\x00garbage")  # and garbage in the one before
+    fault.inject("trainer_state.json of the last two checkpoints torn (cut short) and overwritten with garbage",
+                 times=2)
+    point = ResumePoint.latest(rows)
+    assert point.step == 1 and point.rng_state == random.Random(1).getstate()
+    with pytest.raises(ConfigError, match="unreadable"):
+        ResumePoint.load(tmp_path / "step-3")
