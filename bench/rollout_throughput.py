@@ -3,6 +3,7 @@
     python bench/rollout_throughput.py            # SmolLM2-135M, 32 prompts x 8, 64 tokens
     python bench/rollout_throughput.py --quick    # smaller workload, vLLM eager: < 1 minute
     python bench/rollout_throughput.py --model /path/to/checkpoint --dtype bfloat16
+    python bench/rollout_throughput.py --block-size 128   # vLLM's CPU default block size
 
 Prints generated tokens per second for each engine (engine start-up and one warm-up call
 excluded) and, as its last line, ``ratio: X.XX`` = vLLM tok/s / HF tok/s. Both engines
@@ -60,6 +61,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--eager", action="store_true",
                     help="start vLLM without torch.compile (seconds instead of ~45 s on CPU)")
+    ap.add_argument("--block-size", type=int, default=None,
+                    help="vLLM KV cache block size in tokens (default: the engine's, "
+                         "trainer.rollout.vllm_engine.DEFAULT_BLOCK_SIZE)")
+    ap.add_argument("--max-num-seqs", type=int, default=None,
+                    help="vLLM sequences per step (default: vLLM's, 256 on CPU)")
+    ap.add_argument("--max-num-batched-tokens", type=int, default=None,
+                    help="vLLM tokens per step (default: vLLM's, 4096 on CPU)")
+    ap.add_argument("--no-prefix-caching", action="store_true",
+                    help="turn vLLM's prefix caching off")
+    ap.add_argument("--memory-fraction", type=float, default=None,
+                    help="vLLM gpu_memory_utilization (on CPU: share of RAM for weights + "
+                         "KV cache; default: the engine's, 0.3 on CPU)")
     ap.add_argument("--quick", action="store_true",
                     help="8 prompts x 4 samples, 32 tokens, --eager: under a minute")
     args = ap.parse_args(argv)
@@ -72,9 +85,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"model {path}  {args.prompts} prompts x {args.n} samples, "
           f"{args.max_new_tokens} new tokens, {args.dtype}"
           f"{', vLLM eager' if args.eager else ''}")
+    vllm_kw = {"enforce_eager": args.eager, "enable_prefix_caching": not args.no_prefix_caching}
+    for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
+        if getattr(args, name) is not None:
+            vllm_kw[name] = getattr(args, name)
+    if args.memory_fraction is not None:
+        vllm_kw["gpu_memory_utilization"] = args.memory_fraction
+    print(f"vLLM options {vllm_kw} (others: the engine's defaults)")
     rates = {}
     for kind in ("vllm", "hf"):
-        kw = {"enforce_eager": args.eager} if kind == "vllm" else {}
+        kw = vllm_kw if kind == "vllm" else {}
         t0 = time.perf_counter()
         with open_engine(kind, path, seed=0, dtype=args.dtype, **kw) as engine:
             start = time.perf_counter() - t0
@@ -82,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         rates[kind] = tokens / seconds
         print(f"{kind:5s} start {start:5.1f} s  {tokens} tokens in {seconds:6.1f} s  "
               f"{rates[kind]:7.1f} tok/s")
+    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} on {len(os.sched_getaffinity(0))} cores")
     # Other processes on a small machine skew both numbers (OpenMP threads spin-wait when
     # the cores are oversubscribed): the load averages say how busy it was.
     print("load average (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())

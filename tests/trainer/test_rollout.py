@@ -17,7 +17,7 @@ TOL = 1e-3  # max abs logprob difference (nats) in float32
 @pytest.fixture(scope="module")
 def vllm_engine(tiny_model_dir):
     pytest.importorskip("vllm")
-    engine = open_engine("vllm", tiny_model_dir, seed=0)
+    engine = open_engine("vllm", tiny_model_dir, seed=0, gpu_memory_utilization=0.05)
     yield engine
     engine.close()
 
@@ -138,6 +138,37 @@ def test_update_weights_in_place(engine, prompts, ref_model):
     assert (torch.tensor(engine.score(prompt, completion)) - before).abs().max().item() < TOL
 
 
+def test_group_samples_reusing_a_cached_prompt_keep_raw_logprobs(vllm_engine, tokenizer, ref_model):
+    # A prompt several KV blocks long (default block_size), sampled 8 times in one call and
+    # once more in a second call: later samples reuse the prompt's cached blocks (prefix
+    # caching shares full blocks only), and their logprobs must still be the learner's.
+    from trainer.rollout.vllm_engine import DEFAULT_BLOCK_SIZE
+
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Add up 3, 14, 15, 92, 65, 35, 89, 79, 32, 38 and 46. " * 3}],
+        add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(prompt) > 2 * DEFAULT_BLOCK_SIZE
+    (group,) = vllm_engine.generate([prompt], n=8, max_new_tokens=10)
+    (again,) = vllm_engine.generate([prompt], n=1, max_new_tokens=10)
+    assert len(group) == 8
+    for c in group + again:
+        ref = reference_logprobs(ref_model, prompt, c.token_ids)
+        assert (torch.tensor(c.logprobs) - ref).abs().max().item() < TOL
+    # the score path (prompt logprobs) is not served stale values from the cached prefix
+    got = torch.tensor(vllm_engine.score(prompt, group[0].token_ids))
+    assert (got - reference_logprobs(ref_model, prompt, group[0].token_ids)).abs().max().item() < TOL
+
+
+@pytest.mark.parametrize("option", ["block_size", "max_num_seqs", "max_num_batched_tokens"])
+def test_vllm_engine_rejects_non_positive_scheduler_options(tiny_model_dir, option):
+    pytest.importorskip("vllm")
+    from trainer.rollout.vllm_engine import VLLMEngine
+
+    with pytest.raises(EngineError, match=option):
+        VLLMEngine(tiny_model_dir, **{option: 0})
+
+
 def test_hf_engine_rejects_unknown_weight_names(hf_engine):
     with pytest.raises(EngineError, match="lacks"):
         hf_engine.update_weights([("model.no_such.weight", torch.zeros(2))])
@@ -152,6 +183,7 @@ def test_vllm_engine_can_restart_after_close(vllm_engine, tiny_model_dir, prompt
     # Runs last in this module: close the shared engine, then start a fresh one (eager:
     # skips a second torch.compile; the shared engine covers the compiled path).
     vllm_engine.close()
-    with open_engine("vllm", tiny_model_dir, seed=0, enforce_eager=True) as fresh:
+    with open_engine("vllm", tiny_model_dir, seed=0, enforce_eager=True,
+                     gpu_memory_utilization=0.05) as fresh:
         (group,) = fresh.generate(prompts[:1], n=1, max_new_tokens=4)
         assert len(group[0].token_ids) == 4 or group[0].finish_reason == "stop"

@@ -43,6 +43,8 @@ from trainer.rollout.base import RolloutEngine  # noqa: E402
 from trainer.types import Completion  # noqa: E402
 
 _DTYPES = ("float32", "bfloat16")
+# KV cache block (tokens); see `VLLMEngine`'s ``block_size`` and bench/rollout_throughput.py.
+DEFAULT_BLOCK_SIZE = 32
 
 
 def _reload_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> None:
@@ -65,6 +67,16 @@ class VLLMEngine(RolloutEngine):
         enforce_eager: skip torch.compile at start-up. On this CPU compiling SmolLM2 takes
             ~45 s per engine start (vLLM 0.32 fails to reload its compile cache) and buys
             faster decoding; eager starts in seconds.
+        block_size: KV cache block size in tokens. Prefix caching only shares *full*
+            blocks, so with vLLM's CPU default (128) a prompt shorter than 128 tokens is
+            prefilled once per sample; 32 (the smallest size vLLM's CPU attention takes:
+            multiples of 32) lets the G samples of a group, and every prompt sharing the
+            chat template's system prompt, reuse all but the prompt's last < 32 tokens.
+            None keeps vLLM's default.
+        max_num_seqs: sequences decoded together per step (vLLM's CPU default is 256).
+            None keeps vLLM's default.
+        max_num_batched_tokens: token budget of one engine step (prefill chunks plus one
+            token per decoding sequence; vLLM's CPU default is 4096). None keeps vLLM's.
 
     Raises:
         EngineError: unknown dtype, or vLLM failed to start (the message names the fix).
@@ -81,9 +93,18 @@ class VLLMEngine(RolloutEngine):
         gpu_memory_utilization: float | None = None,
         enable_prefix_caching: bool = True,
         enforce_eager: bool = False,
+        block_size: int | None = DEFAULT_BLOCK_SIZE,
+        max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None,
     ) -> None:
         if dtype not in _DTYPES:
             raise EngineError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        for field, value in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
+                             ("max_num_batched_tokens", max_num_batched_tokens)):
+            if value is not None and value < 1:
+                raise EngineError(f"{field} must be a positive integer or None, got {value!r}")
+        sched = {k: v for k, v in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
+                                   ("max_num_batched_tokens", max_num_batched_tokens)) if v is not None}
         if gpu_memory_utilization is None:
             gpu_memory_utilization = 0.3 if current_platform.is_cpu() else 0.85
         self.model_path = Path(model_path)
@@ -98,6 +119,7 @@ class VLLMEngine(RolloutEngine):
                 enable_prefix_caching=enable_prefix_caching,
                 logprobs_mode="raw_logprobs",
                 enforce_eager=enforce_eager,
+                **sched,
             )
         except Exception as e:  # vLLM raises many types at start-up
             raise EngineError(
