@@ -330,9 +330,14 @@ class RunConfig(BaseModel):
             return v
         path = Path(v).expanduser()
         probe = path
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        try:
+            while not probe.exists() and probe != probe.parent:
+                probe = probe.parent
+            usable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+        except OSError as e:  # a parent that can't be searched, a name too long, ...
+            raise ValueError(f"{str(path)!r} can't be used ({e.strerror or e}); choose a writable directory "
+                             "or leave output_dir unset") from None
+        if not usable:
             raise ValueError(f"{str(path)!r} can't be created or written ({str(probe)!r} is not a writable "
                              "directory); choose a writable directory or leave output_dir unset")
         # absolute: checkpoint paths and the run log are found again from another directory

@@ -155,9 +155,6 @@ def test_hostile_launch_form_fields_launch_nothing(fault, tmp_path, monkeypatch,
         assert store.list_runs() == []
 
 
-@pytest.mark.xfail(strict=True, reason="backend/config.py _writable_output_dir lets the PermissionError of "
-                   "Path.exists() out (a traceback in the CLI, an exception on the Launch page); the fix is to turn "
-                   "OSError there into the field's ValueError")
 def test_an_output_dir_whose_parent_cannot_be_read_gets_a_config_error(fault, tmp_path, tiny_model_dir):
     from backend.config import parse_config
 
