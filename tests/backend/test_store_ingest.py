@@ -134,12 +134,12 @@ def test_one_insert_statement_per_step(tmp_path):
 
 def test_a_failing_row_leaves_the_step_unwritten(tmp_path):
     bad = make_samples(0, [1.0, 0.0, 0.5])
-    bad[2].prompt = "lone surrogate \ud800"  # can't be encoded as UTF-8
+    bad[2].task_seed = 2**70  # too large for an SQLite INTEGER: the row fails to bind
     old, new, rid = record_both(tmp_path, [make_samples(1, [1.0])])
     try:
         errors = []
         for record in (lambda: old_record_trajectories(old, rid, 2, bad), lambda: new.record_trajectories(rid, 2, bad)):
-            with pytest.raises(UnicodeEncodeError) as e:
+            with pytest.raises(OverflowError) as e:
                 record()
             errors.append(type(e.value))
         assert errors[0] is errors[1]
