@@ -55,7 +55,13 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from backend.config import RAY_ADDRESS_RE
-from backend.errors import ConfigError, EngineError, SandboxError, SandboxTimeout, WorkbenchError
+from backend.errors import (
+    ConfigError,
+    EngineError,
+    SandboxError,
+    SandboxTimeout,
+    WorkbenchError,
+)
 from trainer.rollout.base import RolloutEngine
 from trainer.types import Completion
 
@@ -124,7 +130,7 @@ def connect(address: str | None) -> None:
                 _probe(address)
             try:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-            except Exception as e:  # ConnectionError, RuntimeError, ... all mean the same fix
+            except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ...: one fix
                 raise ConfigError(f"ray_address {address!r}: could not join the Ray cluster ({e}); start it with "
                                   "`ray start --head` (and `ray start --address=HEAD:PORT` on the other nodes), or "
                                   "fix ray_address") from None
@@ -266,7 +272,7 @@ class RayRolloutEngine(RolloutEngine):
 
     @classmethod
     def open(cls, kind: str, model_path, seed: int = 0, dtype: str = "float32", workers: int = 1,
-             address: str | None = None, **kw) -> "RayRolloutEngine":
+             address: str | None = None, **kw) -> RayRolloutEngine:
         """Join the cluster and start `workers` rollout workers, worker r seeded ``seed + r``.
 
         Args:
@@ -339,7 +345,7 @@ class RayRolloutEngine(RolloutEngine):
             return
         ray = _ray()
         actors, self._actors = self._actors, []
-        with contextlib.suppress(WorkbenchError):
+        with contextlib.suppress(Exception):  # a worker that is gone has nothing left to close
             _get([a.close.remote() for a in actors], "a rollout worker", EngineError)
         for a in actors:
             ray.kill(a)
@@ -411,7 +417,7 @@ class RemoteSandbox:
     call one round trip to the worker that owns it. Exceptions come back as themselves;
     a worker that is gone raises SandboxError (a harness fault)."""
 
-    def __init__(self, pool: "RaySandboxPool", rank: int, key: str, sandbox_id: str) -> None:
+    def __init__(self, pool: RaySandboxPool, rank: int, key: str, sandbox_id: str) -> None:
         self._pool, self.rank, self.key, self.id = pool, rank, key, sandbox_id
         self.backend, self.spec, self.isolation = pool.backend, pool.spec, pool.isolation
 
@@ -466,7 +472,7 @@ class RaySandboxPool:
         self._closed = False
 
     @classmethod
-    def open(cls, backend: str, spec, size: int, workers: int = 1, address: str | None = None) -> "RaySandboxPool":
+    def open(cls, backend: str, spec, size: int, workers: int = 1, address: str | None = None) -> RaySandboxPool:
         """Join the cluster and start `workers` sandbox workers holding `size` sandboxes.
 
         Raises:
