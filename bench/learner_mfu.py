@@ -1,7 +1,7 @@
 """Learner throughput and MFU: padded micro-batches against packed (padding-free) ones.
 
     python bench/learner_mfu.py            # SmolLM2-135M, quickstart batches: 32 sequences, micro-batch 8
-    python bench/learner_mfu.py --quick    # the tiny random model, 16 sequences, 1 timed step: ~1 minute
+    python bench/learner_mfu.py --quick    # the tiny random model, 16 sequences, 1 timed pair: ~1 minute
     python bench/learner_mfu.py --steps 5 --device cuda   # on a GPU (bench/gpu_check.sh)
 
 Measures, in one run:
@@ -10,11 +10,13 @@ Measures, in one run:
   learner's dtype on the learner's device (all CPU threads torch uses), before and after the
   learner runs;
 - for each batching of the real `trainer.learner.DeepSpeedLearner` ("padded", the earlier
-  length-sorted right-padded micro-batches, then "packed"), each in a fresh process: real
-  tokens per second of ``learner.step`` (one warm-up step, then `--steps` timed steps on the
-  same batches for both), model FLOPs utilisation, padding share (padding positions / all
-  positions the forward passes computed) and the peak memory (RSS high-water mark of that
-  process; on CUDA also the allocator's peak).
+  length-sorted right-padded micro-batches, and "packed"), on one learner in one process,
+  stepping the same batches in alternating order (padded then packed, packed then padded,
+  ...; one warm-up pair, then `--steps` timed pairs) so both see the same machine load:
+  real tokens per second of ``learner.step``, model FLOPs utilisation, padding share
+  (padding positions / all positions the forward passes computed) and the peak memory of
+  its steps (RSS high-water mark, reset before each step through /proc/self/clear_refs;
+  on CUDA also the allocator's peak).
 
 MFU = model FLOPs / seconds / measured peak. Model FLOPs follow Chowdhery et al., 2022,
 "PaLM", arXiv:2204.02311, appendix B (as in Hoffmann et al., 2022, "Chinchilla"):
@@ -28,21 +30,24 @@ padded path computes beyond the completions are not model FLOPs.
 Batches: real quickstart prompts (``configs/quickstart.yaml``'s mix, `trainer.loop.sample_tasks`
 and `render_prompt` with the chat template: 52-176 tokens), 8 completions each of random
 token ids with lengths drawn as in the recorded quickstart run (640 samples: 28% hit the
-64-token cap, 44% under 8 tokens, median 12); old logprobs are the learner's own (ratio ~1).
+64-token cap, 44% under 8 tokens, median 12).
 
-Prints the figures, the load averages, and as its last line ``ratio: X.XX`` = packed
-tokens/s / padded tokens/s. This is a benchmark, not a test: figures depend on the
-machine and on what else runs on it. Not covered: multi-process (ZeRO across ranks) runs.
+Prints the figures (tokens/s over all timed steps, and of the fastest step), the load
+averages, each pair's speed-up, and as its last line ``ratio: X.XX`` = the median over the
+timed pairs of packed tokens/s / padded tokens/s (a paired comparison: both steps of a pair
+run back to back on the same batch, which keeps most of the load's drift out). This is a
+benchmark, not a test: figures depend on the machine and on what else runs on it (on a
+shared 2-core machine single steps vary several-fold). Not covered: multi-process (ZeRO
+across ranks) runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
-import subprocess
+import statistics
 import sys
 import tempfile
 import time
@@ -79,7 +84,8 @@ def build_batches(cfg, tokenizer, steps: int, seed: int = 0) -> list[dict]:
     """`steps` learner batches of quickstart shape, as dicts of tensors (`LearnerBatch` fields).
 
     Prompts are real rendered tasks; completions random token ids of quickstart lengths;
-    advantages group-normalised random rewards; old logprobs 0 (filled in by the worker).
+    advantages group-normalised random rewards; old logprobs -2 nats (their values change
+    which tokens are clipped, not the computation).
     """
     import torch
 
@@ -99,7 +105,7 @@ def build_batches(cfg, tokenizer, steps: int, seed: int = 0) -> list[dict]:
                 n = completion_length(rng, cfg.max_new_tokens)
                 ids = [rng.randrange(3, vocab) for _ in range(n)]
                 samples.append(Sample(task.domain, task.seed, g, i, text, prompt_ids,
-                                      Completion(ids, [0.0] * n, "", "length"), advantage=float(adv[i])))
+                                      Completion(ids, [-2.0] * n, "", "length"), advantage=float(adv[i])))
         b = LearnerBatch.from_samples(samples, pad_id=tokenizer.pad_token_id or 0)
         out.append({k: getattr(b, k) for k in ("input_ids", "attention_mask", "completion_mask",
                                                "old_logprobs", "advantages")})
@@ -145,49 +151,67 @@ def matmul_peak(device: str, dtype_name: str, n: int, repeats: int = 5) -> float
     return 2 * n**3 / best
 
 
-def worker(args) -> None:
-    """One batching in this process: warm-up step, timed steps; JSON figures to --out."""
+class PeakMemory:
+    """Peak memory of one step: the RSS high-water mark (Linux ``VmHWM``, reset before the
+    step through ``/proc/self/clear_refs``) and, on CUDA, the allocator's peak."""
+
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
+        self.resettable = Path("/proc/self/clear_refs").exists()
+
+    def reset(self) -> None:
+        import torch
+
+        if self.resettable:
+            try:
+                Path("/proc/self/clear_refs").write_text("5")
+            except OSError:
+                self.resettable = False
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+
+    def read(self) -> tuple[int, int | None]:
+        """(peak RSS bytes, peak CUDA bytes or None) since the last reset (since start-up
+        where the kernel doesn't allow the reset)."""
+        import torch
+
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if self.resettable:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    rss = int(line.split()[1]) * 1024
+        return rss, torch.cuda.max_memory_allocated() if self.cuda else None
+
+
+def measure(learner, batches, modes: tuple[str, ...]) -> dict[str, list[dict]]:
+    """Step the learner on every batch once per batching, alternating the order (A B, B A,
+    ...) so that both see the same load over time; the first pair is a warm-up.
+
+    Returns:
+        batching -> one dict per timed step (tokens, seconds, padding share, micro-batches,
+        model FLOPs, peak RSS / CUDA bytes).
+    """
     import torch
 
-    from backend.config import parse_config
-    from trainer.learner import DeepSpeedLearner
-    from trainer.types import LearnerBatch
-
-    spec = torch.load(args.workload, weights_only=False)
-    cfg = parse_config(spec["config"])
-    batches = [LearnerBatch(**b) for b in spec["batches"]]
-    learner = DeepSpeedLearner(spec["model_path"], cfg, batching=args.worker)
-    for b in batches:  # sampled by the policy itself: importance ratios ~1, as on-policy
-        b.old_logprobs = learner.logprobs(b)
-    on_cuda = learner.device.type == "cuda"
-    learner.step(batches[0])  # warm-up: first-call allocations and kernel choices
-    if on_cuda:
-        torch.cuda.synchronize()
-    runs = []
-    for b in batches[1:]:
-        m = learner.step(b)
-        runs.append({"tokens": m["learner_tokens"], "seconds": m["learner_seconds"],
-                     "padding": m["learner_padding_share"], "micro_batches": m["learner_micro_batches"],
-                     "flops": model_flops(learner.module, b, learner.ref_model is not None),
-                     "loss": m["loss"]})
-    out = {"runs": runs, "device": str(learner.device), "threads": torch.get_num_threads(),
-           "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-           "cuda_peak_bytes": torch.cuda.max_memory_allocated() if on_cuda else None}
-    learner.close()
-    Path(args.out).write_text(json.dumps(out))
-
-
-def run_worker(batching: str, workload: Path, tmp: Path, device: str) -> dict:
-    """Run `worker` for one batching in a fresh process (its own RSS high-water mark)."""
-    out = tmp / f"{batching}.json"
-    env = dict(os.environ)
-    if device == "cpu":
-        env["DS_ACCELERATOR"] = "cpu"  # DeepSpeed would pick CUDA where there is one
-    cmd = [sys.executable, __file__, "--worker", batching, "--workload", str(workload), "--out", str(out)]
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"learner_mfu: the {batching} worker failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
-    return json.loads(out.read_text())
+    memory = PeakMemory(learner.device.type == "cuda")
+    out: dict[str, list[dict]] = {m: [] for m in modes}
+    for i, batch in enumerate(batches):
+        for mode in (modes if i % 2 == 0 else modes[::-1]):
+            learner.batching = mode
+            memory.reset()
+            m = learner.step(batch)
+            if memory.cuda:
+                torch.cuda.synchronize()
+            rss, gpu = memory.read()
+            print(f"  step {i} {mode:6s} {m['learner_seconds']:7.2f} s  {m['learner_tokens_per_s']:7.1f} tok/s"
+                  f"{'  (warm-up)' if i == 0 else ''}", flush=True)
+            if i == 0:
+                continue
+            out[mode].append({"tokens": m["learner_tokens"], "seconds": m["learner_seconds"],
+                              "padding": m["learner_padding_share"], "micro_batches": m["learner_micro_batches"],
+                              "flops": model_flops(learner.module, batch, learner.ref_model is not None),
+                              "rss": rss, "gpu": gpu})
+    return out
 
 
 def pick_device(requested: str) -> str:
@@ -203,36 +227,33 @@ def pick_device(requested: str) -> str:
     return requested
 
 
-def summary(name: str, res: dict, peak: float) -> dict:
+def summary(name: str, steps: list[dict], peak: float) -> dict:
     """Print one batching's line; return its figures."""
-    tokens = sum(r["tokens"] for r in res["runs"])
-    seconds = sum(r["seconds"] for r in res["runs"])
-    flops = sum(r["flops"] for r in res["runs"])
-    padding = sum(r["padding"] for r in res["runs"]) / len(res["runs"])
-    micro = sum(r["micro_batches"] for r in res["runs"]) / len(res["runs"])
+    tokens = sum(r["tokens"] for r in steps)
+    seconds = sum(r["seconds"] for r in steps)
+    flops = sum(r["flops"] for r in steps)
+    padding = sum(r["padding"] for r in steps) / len(steps)
+    micro = sum(r["micro_batches"] for r in steps) / len(steps)
     fig = {"tokens_per_s": tokens / seconds, "mfu": flops / seconds / peak, "padding": padding,
-           "step_s": seconds / len(res["runs"]), "flops_per_s": flops / seconds}
-    gpu = f", CUDA peak {res['cuda_peak_bytes'] / 2**30:.2f} GiB" if res["cuda_peak_bytes"] else ""
-    print(f"{name:7s} {fig['tokens_per_s']:8.1f} tok/s  step {fig['step_s']:6.2f} s  "
+           "step_s": seconds / len(steps), "flops_per_s": flops / seconds,
+           "best": max(r["tokens"] / r["seconds"] for r in steps)}
+    gpu = max(r["gpu"] or 0 for r in steps)
+    print(f"{name:7s} {fig['tokens_per_s']:8.1f} tok/s (best step {fig['best']:7.1f})  step {fig['step_s']:6.2f} s  "
           f"model {fig['flops_per_s'] / 1e9:7.1f} GFLOP/s  MFU {100 * fig['mfu']:5.1f}%  "
           f"padding {100 * padding:4.1f}%  micro-batches {micro:.1f}  "
-          f"peak RSS {res['rss_peak_bytes'] / 2**30:.2f} GiB{gpu}", flush=True)
+          f"peak RSS {max(r['rss'] for r in steps) / 2**30:.2f} GiB"
+          f"{f', CUDA peak {gpu / 2**30:.2f} GiB' if gpu else ''}", flush=True)
     return fig
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/quickstart.yaml", help="run config YAML (not with --quick)")
-    ap.add_argument("--steps", type=int, default=3, help="timed learner steps per batching (after 1 warm-up)")
+    ap.add_argument("--steps", type=int, default=3, help="timed learner steps per batching (after one warm-up step each)")
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                     help="learner device: auto picks CUDA when torch sees a GPU")
     ap.add_argument("--quick", action="store_true", help="the tiny random model, 16 sequences, 1 timed step: about a minute")
-    ap.add_argument("--worker", choices=["padded", "packed"], help=argparse.SUPPRESS)
-    ap.add_argument("--workload", help=argparse.SUPPRESS)
-    ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
-        return worker(args)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
     device = pick_device(args.device)
@@ -241,12 +262,16 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(args, device: str, tmp: Path) -> None:
-    """Build the batches, measure the peak, run both batchings, print the figures."""
+    """Build the batches, measure the peak, step both batchings, print the figures."""
+    if device == "cpu":
+        os.environ["DS_ACCELERATOR"] = "cpu"  # DeepSpeed would pick CUDA where there is one
     import torch
     from transformers import AutoTokenizer
 
     from backend.config import load_config, parse_config
     from backend.models import resolve_model
+    from trainer.learner import DeepSpeedLearner
+    from trainer.types import LearnerBatch
 
     if args.quick:
         from trainer.tiny import build_tiny_model
@@ -257,12 +282,9 @@ def run(args, device: str, tmp: Path) -> None:
         cfg = load_config(args.config)
         model_path = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    batches = build_batches(cfg, tokenizer, args.steps + 1)
-    workload = tmp / "workload.pt"
-    torch.save({"config": {**cfg.model_dump(), "model": str(model_path)}, "model_path": str(model_path),
-                "batches": batches}, workload)
-    lengths = torch.cat([b["attention_mask"].sum(1) for b in batches])
-    naive = 1 - float(sum(b["attention_mask"].sum() for b in batches)) / sum(b["input_ids"].numel() for b in batches)
+    batches = [LearnerBatch(**b) for b in build_batches(cfg, tokenizer, args.steps + 1)]
+    lengths = torch.cat([b.attention_mask.sum(1) for b in batches])
+    naive = 1 - sum(b.num_tokens for b in batches) / sum(b.input_ids.numel() for b in batches)
     print(load_average())
     print(f"model {model_path}  {cfg.sequences_per_step} sequences per step (micro-batch {cfg.micro_batch_size}), "
           f"{cfg.dtype}, ZeRO-{cfg.zero_stage}, kl_coef {cfg.kl_coef:g} (reference forward counted: "
@@ -272,16 +294,20 @@ def run(args, device: str, tmp: Path) -> None:
     n = 8192 if device == "cuda" else 2048
     peaks = [matmul_peak(device, cfg.dtype, n)]
     print(f"matmul peak ({n}^3 {cfg.dtype}, best of 5): {peaks[0] / 1e9:.1f} GFLOP/s", flush=True)
-    results = {}
-    for name in ("padded", "packed"):
-        results[name] = run_worker(name, workload, tmp, device)
-        print(f"{name} done; {load_average()}", flush=True)
+    learner = DeepSpeedLearner(model_path, cfg, batching="packed")
+    try:
+        steps = measure(learner, batches, ("padded", "packed"))
+    finally:
+        learner.close()
     peaks.append(matmul_peak(device, cfg.dtype, n))
     peak = max(peaks)
     print(f"matmul peak after: {peaks[1] / 1e9:.1f} GFLOP/s; MFU below is against the best, {peak / 1e9:.1f} GFLOP/s")
-    figs = {name: summary(name, res, peak) for name, res in results.items()}
+    figs = {name: summary(name, runs, peak) for name, runs in steps.items()}
+    pairs = [a["seconds"] / b["seconds"] for a, b in zip(steps["padded"], steps["packed"])]
+    print(f"packed / padded tokens/s per pair: {' '.join(f'{r:.2f}' for r in pairs)}; "
+          f"over all timed steps: {figs['packed']['tokens_per_s'] / figs['padded']['tokens_per_s']:.2f}")
     print(load_average())
-    print(f"ratio: {figs['packed']['tokens_per_s'] / figs['padded']['tokens_per_s']:.2f}")
+    print(f"ratio: {statistics.median(pairs):.2f}")
 
 
 if __name__ == "__main__":
