@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from backend.config import RunConfig
 from backend.errors import ConfigError
 from trainer.algorithms.grpo import LossOutput, policy_loss
+from trainer.checkpoints import replace_durably
 from trainer.types import LearnerBatch, PackedMicroBatch
 
 BATCHINGS = ("packed", "padded")
@@ -453,7 +454,7 @@ class DeepSpeedLearner:
             (tmp / name).write_text(json.dumps(data), encoding="utf-8")
         if path.exists():
             shutil.rmtree(path)
-        os.replace(tmp, path)
+        replace_durably(tmp, path)  # fsync the files and the directory, rename, fsync the parent
         return path
 
     def close(self) -> None:
