@@ -50,7 +50,7 @@ import queue
 import socket
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import torch
 
@@ -59,9 +59,9 @@ from backend.errors import (
     ConfigError,
     EngineError,
     SandboxError,
-    SandboxTimeout,
     WorkbenchError,
 )
+from sandboxes.pool import SandboxPool
 from trainer.rollout.base import RolloutEngine
 from trainer.types import Completion
 
@@ -543,24 +543,10 @@ class RaySandboxPool:
         finally:
             self._free.put(sb.rank)
 
-    @contextlib.contextmanager
-    def lease(self, timeout_s: float | None = None, clean: bool = True) -> Iterator[RemoteSandbox]:
-        """`acquire` ... `release`, as `SandboxPool.lease` (a SandboxError inside the block
-        replaces the sandbox, a timeout releases it, then the error propagates)."""
-        sb = self.acquire(timeout_s, clean)
-        try:
-            yield sb
-        except SandboxError as e:
-            if isinstance(e, SandboxTimeout):
-                self.release(sb, reset=clean)
-            else:
-                with contextlib.suppress(SandboxError):
-                    self.replace(sb)
-            raise
-        except BaseException:
-            self.release(sb, reset=clean)
-            raise
-        self.release(sb, reset=clean)
+    # `acquire` ... `release` as `SandboxPool.lease`: the same code, over this pool's
+    # acquire/release/replace (a SandboxError inside the block replaces the sandbox, a
+    # timeout releases it, then the error propagates)
+    lease = SandboxPool.lease
 
     def state(self) -> dict:
         """`SandboxPool.state()` over all workers (idle/busy from the free slots), plus
