@@ -61,7 +61,9 @@ class VLLMEngine(RolloutEngine):
         dtype: "float32" (faster on this CPU) or "bfloat16".
         max_model_len: prompt + completion cap in tokens.
         gpu_memory_utilization: fraction of device memory for weights + KV cache; on the
-            CPU build it is a fraction of RAM. None picks 0.3 on CPU, 0.85 on GPU.
+            CPU build the share of RAM for the KV cache alone (passed to vLLM as
+            ``kv_cache_memory_bytes``; it must be free when the engine starts). None picks
+            0.3 on CPU, 0.85 on GPU.
         enable_prefix_caching: reuse KV cache across requests sharing a prefix (the G
             samples of a group share their prompt).
         enforce_eager: skip torch.compile at start-up. On this CPU compiling SmolLM2 takes
@@ -107,6 +109,13 @@ class VLLMEngine(RolloutEngine):
                                    ("max_num_batched_tokens", max_num_batched_tokens)) if v is not None}
         if gpu_memory_utilization is None:
             gpu_memory_utilization = 0.3 if current_platform.is_cpu() else 0.85
+        if current_platform.is_cpu():
+            # vLLM's CPU worker reads the fraction as a budget for the whole process (its RSS
+            # counts against it): in a big process (a learner, a test session) a small fraction
+            # leaves a negative KV cache. Ask for the KV cache itself: that share of RAM.
+            import psutil
+
+            sched["kv_cache_memory_bytes"] = int(gpu_memory_utilization * psutil.virtual_memory().total)
         self.model_path = Path(model_path)
         self.max_model_len = max_model_len
         try:
