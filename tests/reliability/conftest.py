@@ -11,7 +11,10 @@ the `fault` fixture, and counts any records it finds lost; the session ends with
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -74,3 +77,18 @@ def pytest_terminal_summary(terminalreporter):
                                    "faults": [asdict(r) for r in records]}, indent=1))
     except OSError:  # a read-only checkout: the terminal has it
         pass
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of `size` (e.g. "16m") mounted at `where` for the block (needs root and
+    mount rights; else the test is skipped); unmounted afterwards."""
+    where.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        pytest.skip(f"can't mount a small tmpfs here ({res.stderr.strip()}); run as root")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

@@ -18,6 +18,7 @@ import pytest
 from backend.config import parse_config
 from backend.runs import process_alive, refresh_liveness
 from backend.store import Store
+from tests.reliability.conftest import mounted_tmpfs
 from trainer.checkpoints import TRAINER_STATE, ResumePoint
 
 STEPS = 4
@@ -140,16 +141,8 @@ def test_kill_9_of_the_training_process_mid_checkpoint_then_cli_resume(tiny_mode
 @pytest.fixture
 def small_disk(tmp_path):
     """A real 16 MiB tmpfs mounted for the test (needs root and mount rights; else skipped)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True,
-                         text=True)
-    if res.returncode != 0:
-        pytest.skip(f"can't mount a small tmpfs here ({res.stderr.strip()}); run as root")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "16m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(disk: Path) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from backend.store import Store
+from tests.reliability.conftest import mounted_tmpfs
 
 WORKERS = [sys.executable, "-m", "tests.reliability.store_workers"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,15 +116,8 @@ def test_kill_9_of_a_writer_mid_transaction_keeps_every_committed_step(tmp_path,
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A real 2 MiB tmpfs mounted for the test (needs root and mount rights; else skipped)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"can't mount a small tmpfs here ({res.stderr.strip()}); run as root")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "2m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_a_full_disk_under_the_store_fails_writes_cleanly_and_keeps_what_was_written(tiny_disk, fault):
