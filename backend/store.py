@@ -39,7 +39,7 @@ import sqlite_utils
 
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
-from backend.store_common import decode, locked, new_id, now
+from backend.store_common import decode, locked, new_id, now, turns_search_text
 from backend.store_schema import MIGRATIONS
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
@@ -83,15 +83,21 @@ def _decode_turns(row: dict) -> dict:
     return row
 
 
+def _without_search(row: dict) -> dict:
+    """A trajectory row without ``turns_search`` (it only feeds the search index)."""
+    row.pop("turns_search", None)
+    return row
+
+
 def _decode_all(row: dict) -> dict:
     """A trajectory row with its breakdown, retrieval record and turns decoded."""
-    return _decode_turns(_decode(_decode(row, "breakdown"), "retrieval"))
+    return _decode_turns(_decode(_decode(_without_search(row), "breakdown"), "retrieval"))
 
 
 #: Columns `Store.record_trajectories` writes, in the order of `_trajectory_row`.
 TRAJECTORY_COLUMNS = ("run_id", "step", "domain", "task_seed", "group_idx", "sample_idx", "prompt", "completion",
                       "answer", "reward", "breakdown", "advantage", "prompt_tokens", "completion_tokens",
-                      "finish_reason", "created_at", "turns", "fault", "difficulty", "retrieval")
+                      "finish_reason", "created_at", "turns", "fault", "difficulty", "retrieval", "turns_search")
 _ROWS_PER_INSERT = 1000  # rows per INSERT statement at most (the SQL text and its plan stay small)
 _to_json = json.JSONEncoder(default=str).encode  # == json.dumps(x, default=str), one encoder reused
 _as_sql = sqlite_utils.db.jsonify_if_needed  # what sqlite-utils' insert_all does to each value
@@ -104,7 +110,7 @@ def _trajectory_row(run_id: str, step: int, now: str, s: Sample) -> tuple:
             _as_sql(c.text), _as_sql(s.answer), float(s.reward), _to_json(s.breakdown), float(s.advantage),
             len(s.prompt_ids), len(c.token_ids), _as_sql(c.finish_reason), now,
             _to_json(s.turns) if s.turns else None, _as_sql(s.fault), int(s.difficulty) or None,
-            _to_json(s.retrieval) if s.retrieval else None)
+            _to_json(s.retrieval) if s.retrieval else None, turns_search_text(s.turns, c.text))
 
 
 @functools.lru_cache(maxsize=64)
@@ -145,7 +151,7 @@ class Store(EvalVerbs):
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 7
+    SCHEMA_VERSION = 8
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -511,7 +517,7 @@ class Store(EvalVerbs):
         where = "run_id = ? AND step = ? AND group_idx = ?"
         rows = self.db["trajectories"].rows_where(where, [run_id, step, group_idx],
                                                   order_by="sample_idx, id")
-        return [_decode(r, "breakdown") for r in rows]
+        return [_decode(_without_search(r), "breakdown") for r in rows]
 
     @_locked
     def trajectory_domains(self, run_id: str) -> list[str]:

@@ -33,3 +33,70 @@ def decode(row: dict, column: str) -> dict:
     """Decode the JSON text in `column` of a row (NULL -> {})."""
     row[column] = json.loads(row[column]) if row.get(column) else {}
     return row
+
+
+def _separator(c: str) -> bool:
+    """Whether `c` surely separates words for FTS5's unicode61 tokenizer: ASCII other than
+    letters and digits (it separates on more; erring this way only indexes more)."""
+    return c < "\x80" and not c.isalnum()
+
+
+def _covered(value: str, text: str, start: int) -> bool:
+    """Whether `text` holds `value` (first found at `start`) somewhere with no word
+    character glued to either end, so that the search index finds every word of `value`,
+    and every phrase of it, in `text` already."""
+    open_left, open_right, size = _separator(value[0]), _separator(value[-1]), len(value)
+    while start != -1:
+        end = start + size
+        if (open_left or start == 0 or _separator(text[start - 1])) and \
+                (open_right or end == len(text) or _separator(text[end])):
+            return True
+        start = text.find(value, start + 1)
+    return False
+
+
+def _strings(node, out: list) -> list:
+    """Append the string values (not keys) in a JSON-like value to `out`, in order."""
+    for v in (node.values() if isinstance(node, dict) else node):
+        kind = type(v)
+        if kind is str:
+            out.append(v)
+        elif kind is dict or kind is list or isinstance(v, (dict, list, tuple)):
+            _strings(v, out)
+        elif isinstance(v, str):
+            out.append(str(v))
+    return out
+
+
+def turns_search_text(turns, completion: str | None) -> str | None:
+    """The text of a trajectory's turns that its completion doesn't already hold: what the
+    search index takes from the turns (the `turns_search` column).
+
+    A multi-turn completion is the whole transcript (model text, commands, the observations
+    the model saw), so most of the turns' text is in it already; indexing it twice doubled
+    the search index's cost (bench/store_ingest.py). What is left is what the model didn't
+    see in full: output cut to the observation limit, stderr, error details.
+
+    Args:
+        turns: the turns as a list of dicts or as their JSON text (None or empty: no turns).
+        completion: the completion text.
+
+    Returns:
+        The string values (not keys, numbers or booleans) of the turns, in order, that
+        `completion` doesn't hold as whole words, joined by newlines; None when there are
+        none.
+    """
+    if not turns:
+        return None
+    if isinstance(turns, str):
+        try:
+            turns = json.loads(turns)
+        except ValueError:  # not JSON: the text itself, as the previous index took it
+            return turns
+    if isinstance(turns, str):
+        return turns
+    text = completion if isinstance(completion, str) else ""
+    find = text.find
+    left = [value for value in _strings(turns if isinstance(turns, (dict, list, tuple)) else [turns], [])
+            if value and not value.isspace() and ((start := find(value)) == -1 or not _covered(value, text, start))]
+    return "\n".join(left) or None

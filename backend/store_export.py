@@ -37,7 +37,7 @@ from pathlib import Path
 
 from backend.errors import ConfigError, WorkbenchError
 from backend.store import FINISHED_STATUSES, Store, _new_run_id
-from backend.store_common import now
+from backend.store_common import now, turns_search_text
 
 EXPORT_FORMAT = "rlwb-run"
 EXPORT_VERSION = 1
@@ -46,6 +46,7 @@ SUFFIX = ".rlwb.jsonl.gz"
 RUN_TABLES = ("runs", "metrics", "trajectories", "checkpoints", "evaluations", "sandbox_executions",
               "sandbox_pools")
 _RENUMBERED = {"trajectories": "id", "sandbox_executions": "id"}  # autoincrement ids, reassigned on import
+_DERIVED = {"trajectories": ("turns_search",)}  # recomputed on import, not exported
 _LIVE = ("pending", "running")
 _MAX_LINE_CHARS = 64 * 2**20  # one row; a trajectory's turns are far below this
 _BATCH = 200  # rows per INSERT on import
@@ -56,8 +57,9 @@ def _rows(store: Store, table: str, run_id: str) -> Iterator[dict]:
     order = "rowid"
     cur = store.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{key}] = ? ORDER BY {order}", [run_id])
     names = [d[0] for d in cur.description]
+    derived = _DERIVED.get(table, ())
     for values in cur:
-        yield dict(zip(names, values))
+        yield {k: v for k, v in zip(names, values) if k not in derived}
 
 
 def export_run(store: Store, run_id: str, path: str | Path, force: bool = False) -> dict[str, int]:
@@ -210,6 +212,8 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
                     else:
                         row["run_id"] = target
                     row.pop(_RENUMBERED.get(table, ""), None)
+                    if table == "trajectories":  # what the search index takes from the turns
+                        row["turns_search"] = turns_search_text(row.get("turns"), row.get("completion"))
                     if table != pending_table or len(pending) >= _BATCH:
                         flush()
                         pending_table = table

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import sqlite_utils
 
+from backend.store_common import turns_search_text
+
 
 def _migrate_1(db: sqlite_utils.Database) -> None:
     """Version 1: runs, metrics, trajectories, checkpoints, evaluations."""
@@ -144,7 +146,41 @@ def _migrate_7(db: sqlite_utils.Database) -> None:
     }, pk=("eval_id", "domain", "level", "task_seed", "sample_idx"), foreign_keys=[("eval_id", "eval_runs", "id")])
 
 
+def _migrate_8(db: sqlite_utils.Database) -> None:
+    """Version 8: the search index takes from the turns only what the completion lacks.
+
+    A multi-turn completion is the whole transcript, so version 6's ``turns_text`` (every
+    string of the turns JSON, walked by json_tree in the insert trigger) indexed most text
+    twice. The new ``turns_search`` column holds the turns' strings the completion doesn't
+    hold as whole words (`backend.store_common.turns_search_text`, computed by the writer),
+    and the index is over plain columns of the table again, so FTS5's 'rebuild' and
+    'integrity-check' work. ``automerge`` 16 (FTS5's default: 4) merges segments in wider,
+    rarer passes: fewer rewrites of the index as a run grows, more segments for a query to
+    read. bench/store_ingest.py measures both.
+    """
+    db.execute("DROP TRIGGER IF EXISTS trajectories_fts_ai")
+    db.execute("DROP TRIGGER IF EXISTS trajectories_fts_ad")
+    db.execute("DROP TRIGGER IF EXISTS trajectories_fts_au")
+    db.execute("DROP TABLE IF EXISTS trajectories_fts")
+    db["trajectories"].add_column("turns_search", str)
+    rows = db.execute("SELECT id, turns, completion FROM trajectories WHERE turns IS NOT NULL")
+    db.conn.executemany("UPDATE trajectories SET turns_search = ? WHERE id = ?",
+                        ((turns_search_text(turns, completion), rid) for rid, turns, completion in rows.fetchall()))
+    cols = "prompt, completion, turns_search"
+    db.execute(f"CREATE VIRTUAL TABLE trajectories_fts USING fts5({cols}, content='trajectories', "
+               "content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
+    db.execute("INSERT INTO trajectories_fts (trajectories_fts, rank) VALUES ('automerge', 16)")
+    db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('rebuild')")
+    old, new = ", ".join(f"old.{c}" for c in cols.split(", ")), ", ".join(f"new.{c}" for c in cols.split(", "))
+    remove = f"INSERT INTO trajectories_fts (trajectories_fts, rowid, {cols}) VALUES ('delete', old.id, {old});"
+    add = f"INSERT INTO trajectories_fts (rowid, {cols}) VALUES (new.id, {new});"
+    db.execute(f"CREATE TRIGGER trajectories_fts_ai AFTER INSERT ON trajectories BEGIN {add} END")
+    db.execute(f"CREATE TRIGGER trajectories_fts_ad AFTER DELETE ON trajectories BEGIN {remove} END")
+    db.execute(f"CREATE TRIGGER trajectories_fts_au AFTER UPDATE OF id, {cols} ON trajectories "
+               f"BEGIN {remove} {add} END")
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
-    7: _migrate_7}
+    7: _migrate_7, 8: _migrate_8}

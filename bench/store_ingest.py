@@ -13,10 +13,14 @@ triggers) and times the `record_trajectories` calls, commits included; the sampl
 built beforehand. Runs of the two paths alternate, and each path's figure is the median
 over ``--repeats`` runs.
 
-* old: the previous `record_trajectories`, copied below as `old_record_trajectories`:
-  sqlite-utils ``insert_all`` (49-row INSERTs, each with its own statement savepoint, at
-  which FTS5 flushes its pending terms to a new segment), ``json.dumps`` per value.
-* new: the current `Store.record_trajectories` (one multi-row INSERT per step).
+* old: the store as it was before this benchmark, schema version 7: the previous
+  `record_trajectories`, copied below as `old_record_trajectories` (sqlite-utils
+  ``insert_all``: 49-row INSERTs, each with its own statement savepoint, at which FTS5
+  flushes its pending terms to a new segment; ``json.dumps`` per value), and a search
+  index whose trigger walks the turns JSON with json_tree and indexes every string of it.
+* new: the current `Store.record_trajectories` on the current schema: one multi-row
+  INSERT per step; the index takes from the turns only the text the completion (the
+  whole transcript) lacks (`turns_search`), and merges segments 16 at a time.
 * "new, no search index": the new path with the FTS insert trigger dropped. Not a valid
   store; it only shows how much of the time the search index takes.
 
@@ -125,11 +129,24 @@ def workload(steps: int, seed: int = 0) -> list[list]:
 
 # ---- timing ----------------------------------------------------------------------------
 
-def timed_run(path: Path, record, steps: list[list], drop_index: bool = False) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of recording every step into a fresh store at `path`."""
+def store_class(name: str):
+    """`Store` for the new path; for "old", `Store` stopped at schema version 7 (the last
+    before this benchmark's changes to the search index)."""
     from backend.store import Store
 
-    with Store(path) as store:
+    if name != "old":
+        return Store
+
+    class StoreV7(Store):
+        SCHEMA_VERSION = 7
+
+    return StoreV7
+
+
+def timed_run(path: Path, record, steps: list[list], drop_index: bool = False,
+              store_cls=None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of recording every step into a fresh store at `path`."""
+    with (store_cls or store_class("new"))(path) as store:
         rid = store.create_run("ingest", {}, total_steps=len(steps))
         if drop_index:
             store.db.execute("DROP TRIGGER trajectories_fts_ai")
@@ -139,11 +156,9 @@ def timed_run(path: Path, record, steps: list[list], drop_index: bool = False) -
         return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def stored(path: Path) -> tuple[list, list, int]:
+def stored(path: Path, store_cls) -> tuple[list, list, int]:
     """(rows without id and created_at, ids found by searches, index size) of a store."""
-    from backend.store import Store
-
-    with Store(path) as store:
+    with store_cls(path) as store:
         rows = [tuple(r[1:]) for r in store.db.execute(
             "SELECT id, step, domain, task_seed, group_idx, sample_idx, prompt, completion, answer, reward, breakdown, "
             "advantage, prompt_tokens, completion_tokens, finish_reason, turns, fault, difficulty, retrieval "
@@ -175,10 +190,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="rlwb-ingest-") as tmp:
         for r in range(repeats):
             for name, record in paths.items():
-                results[name].append(timed_run(Path(tmp) / f"{name}{r}.db", record, steps))
+                results[name].append(timed_run(Path(tmp) / f"{name}{r}.db", record, steps,
+                                               store_cls=store_class(name)))
         results["new, no search index"].append(
             timed_run(Path(tmp) / "noindex.db", new_record_trajectories, steps, drop_index=True))
-        old, new = stored(Path(tmp) / "old0.db"), stored(Path(tmp) / "new0.db")
+        old = stored(Path(tmp) / "old0.db", store_class("old"))
+        new = stored(Path(tmp) / "new0.db", store_class("new"))
         same = old == new
         print(f"same rows, search hits and index size in both stores: {same} "
               f"({len(new[0])} rows, {len(new[1][0])} hits for '{RARE}')")

@@ -1,5 +1,6 @@
 """Tests of backend.store: every verb round-trips on a tmp-file database."""
 
+import json
 import sqlite3
 
 import pytest
@@ -297,7 +298,7 @@ def test_search_index_follows_updates_and_deletes(store):
     rid = store.create_run("demo", {}, 1)
     store.record_trajectories(rid, 1, episode_samples())
     (tid,) = [t["id"] for t in store.trajectories(rid, query="quokka")]
-    store.db.execute("UPDATE trajectories SET completion = 'wombat', turns = NULL WHERE id = ?", [tid])
+    store.db.execute("UPDATE trajectories SET completion = 'wombat', turns = NULL, turns_search = NULL WHERE id = ?", [tid])
     assert store.trajectories(rid, query="quokka") == [] and len(store.trajectories(rid, query="wombat")) == 1
     store.db.execute("DELETE FROM trajectories WHERE id = ?", [tid])
     assert store.trajectories(rid, query="wombat") == []
@@ -326,7 +327,7 @@ def test_migration_to_version_7_keeps_runs_and_adds_evaluations(tmp_path):
     db = old_store(path, 6)
     db.close()
     with Store(path) as store:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == Store.SCHEMA_VERSION >= 7
         assert store.get_run("r1")["name"] == "old"
         eval_id = store.create_eval("m", "/m", {"sha256": "ab"}, {"ks": [1]}, run_id="r1", step=3)
         rows = [{"domain": "chain_sum", "level": 1, "task_seed": 1_000_000_000, "sample_idx": i, "reward": 1.0,
@@ -339,3 +340,65 @@ def test_migration_to_version_7_keeps_runs_and_adds_evaluations(tmp_path):
         assert (got["status"], got["run_id"], got["step"], got["identity"]) == ("completed", "r1", 3, {"sha256": "ab"})
         with pytest.raises(ValueError, match="invalid evaluation status"):
             store.finish_eval(eval_id, "done")
+
+
+def test_turns_search_keeps_only_the_turns_text_the_completion_lacks():
+    from backend.store_common import turns_search_text
+
+    turns = [{"turn": 1, "text": "run ls", "command": "ls -la", "stdout": "a.txt 3", "stderr": "denied",
+              "exit_code": 3, "calls": [{"name": "sql", "arguments": {"sql": "select 1"}}]}]
+    completion = "run ls\n```bash\nls -la\n```\n<obs>a.txt 3</obs> x13 sql"
+    # "denied" is missing; "select 1" too; the rest is in the completion as whole words
+    assert turns_search_text(turns, completion) == "denied\nselect 1"
+    # a value found only inside a longer word is kept: "3" in "x13", "sql" in "sqlite"
+    assert turns_search_text([{"a": "3", "b": "sql"}], "x13 sqlite") == "3\nsql"
+    assert turns_search_text([{"a": "ç"}], "façade") == "ç"  # non-ASCII neighbours count as glued
+    assert turns_search_text(json.dumps(turns), completion) == "denied\nselect 1"  # JSON text works too
+    assert turns_search_text(None, "x") is None and turns_search_text([], "x") is None
+    assert turns_search_text("not json", None) == "not json"  # as the previous index took it
+    assert turns_search_text([{"a": "y", "n": 4, "t": True}], 12) == "y"  # a non-text completion: keep all
+
+
+def test_migration_to_version_8_indexes_the_turns_text_once(tmp_path):
+    path = tmp_path / "v7.db"
+    db = old_store(path, 7)
+    turns = [{"turn": 1, "action": "command", "text": "```bash\ncat log\n```", "command": "cat log",
+              "stdout": "short", "stderr": "permission denied okapi"}]
+    db["trajectories"].insert({"run_id": "r1", "step": 1, "domain": "terminal_files", "group_idx": 0,
+                               "sample_idx": 0, "prompt": "read the log", "reward": 0.0, "finish_reason": "stop",
+                               "completion": "```bash\ncat log\n```\nshort\nDONE", "turns": json.dumps(turns)})
+    db.close()
+    with Store(path) as store:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == Store.SCHEMA_VERSION >= 8
+        assert store.db.execute("SELECT turns_search FROM trajectories").fetchone()[0] == "command\npermission denied okapi"
+        for query in ("okapi", '"cat log"', "short", "read"):
+            assert [t["step"] for t in store.trajectories("r1", query=query)] == [1], query
+        assert "turns_search" not in store.trajectory(1)  # it only feeds the index
+        store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('integrity-check')")
+        store.record_trajectories("r1", 2, episode_samples())  # new rows are indexed by the trigger
+        assert [t["step"] for t in store.trajectories("r1", query="quokka")] == [2]
+        store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('rebuild')")  # plain columns now
+        assert [t["step"] for t in store.trajectories("r1", query="okapi")] == [1]
+        assert [t["step"] for t in store.trajectories("r1", query="marmoset")] == [2]
+
+
+def test_export_leaves_out_turns_search_and_import_recomputes_it(tmp_path):
+    import gzip
+
+    from backend.store_export import export_run, import_run
+
+    with Store(tmp_path / "a.db") as store:
+        rid = store.create_run("demo", {}, 1)
+        store.record_trajectories(rid, 1, episode_samples())
+        store.update_run(rid, status="completed")
+        export_run(store, rid, tmp_path / "run.rlwb.jsonl.gz")
+    lines = [json.loads(x) for x in gzip.decompress((tmp_path / "run.rlwb.jsonl.gz").read_bytes()).splitlines()]
+    rows = [x["row"] for x in lines if x.get("table") == "trajectories"]
+    assert len(rows) == 3 and not any("turns_search" in r for r in rows)
+    rows[0]["turns_search"] = "planted"  # a file can't set what the index holds
+    body = [json.dumps(x) for x in lines]
+    (tmp_path / "edited.rlwb.jsonl.gz").write_bytes(gzip.compress(("\n".join(body) + "\n").encode()))
+    with Store(tmp_path / "b.db") as store:
+        import_run(store, tmp_path / "edited.rlwb.jsonl.gz")
+        assert [t["sample_idx"] for t in store.trajectories(rid, query="quokka")] == [0]  # from the turns only
+        assert store.trajectories(rid, query="planted") == []

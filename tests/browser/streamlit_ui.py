@@ -91,8 +91,12 @@ def click_sidebar_link(page: Page, title: str) -> None:
 
 
 def click_button(page: Page, label: str) -> None:
-    """Click the button (form submit buttons included) labelled exactly `label`."""
-    page.get_by_role("button", name=label, exact=True).click()
+    """Click the button (form submit buttons included) labelled exactly `label`.
+
+    Streamlit's own header shows a "Stop" button while a script reruns (the live pages
+    rerun every few seconds), so header buttons are left out."""
+    own = page.locator('button:not([data-testid="stBaseButton-header"])')
+    page.get_by_role("button", name=label, exact=True).and_(own).click()
     wait_idle(page)
 
 
