@@ -112,13 +112,18 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
 
     Single-turn tasks are generated in one engine call; reasoning-gym answers are scored
     in-process, code (humaneval) by its tests in the sandbox pool; multi-turn tasks are
-    played as episodes in sandboxes (`trainer.episodes`).
+    played as episodes in sandboxes (`trainer.episodes`). Verification streams: each
+    group is scored, or its sandbox jobs submitted, the moment the engine finishes it
+    (`RolloutEngine.generate`'s ``on_group``), while the other groups still generate.
 
     Args:
         runtime: a `trainer.episodes.SandboxRuntime`, required when a task needs a sandbox.
         cfg: the run config (multi-turn budgets), required for multi-turn tasks.
-        timings: if given, ``timings["verify"]`` grows by the seconds spent scoring
-            single-turn samples (multi-turn episodes verify turn by turn, inside generation).
+        timings: if given, ``timings["verify"]`` grows by the seconds verification of
+            single-turn samples added to the step: scoring inside the engine's callbacks
+            plus the wait for sandbox jobs after generation ended (jobs that finished while
+            generation ran cost nothing here; multi-turn episodes verify turn by turn,
+            inside generation).
 
     Returns:
         len(tasks) * group_size scored samples, grouped task by task (advantages not set).
@@ -135,18 +140,29 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
     if single:
         budget = cfg.context_budget_tokens if cfg is not None else None
         rendered = [render_prompt(tokenizer, tasks[g], budget) for g in single]
-        outs = engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
-                               temperature=temperature, top_p=top_p)
-        for g, (text, ids), comps in zip(single, rendered, outs):
+        groups: dict[int, list[Sample]] = {}
+        finishers: list[Callable[[], None]] = []
+        scoring = 0.0
+
+        def on_group(j: int, comps: list) -> None:  # streamed: prompt j's group is done
+            nonlocal scoring
+            t0 = time.perf_counter()
+            g, (text, ids) = single[j], rendered[j]
             retrieval = _retrieval_record(tasks[g], tokenizer, budget)
-            for i, comp in enumerate(comps):
-                samples.append(Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
-                                      prompt_ids=list(ids), completion=comp, answer=tasks[g].answer,
-                                      difficulty=tasks[g].difficulty, retrieval=retrieval))
-        t_score = time.perf_counter()
-        _score(samples, {g: tasks[g] for g in single}, runtime)
+            groups[j] = [Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
+                                prompt_ids=list(ids), completion=comp, answer=tasks[g].answer,
+                                difficulty=tasks[g].difficulty, retrieval=retrieval) for i, comp in enumerate(comps)]
+            finishers.append(_start_scoring(groups[j], tasks[g], runtime))
+            scoring += time.perf_counter() - t0
+
+        engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
+                        temperature=temperature, top_p=top_p, on_group=on_group)
+        t_wait = time.perf_counter()
+        for finish in finishers:
+            finish()
+        samples += [s for j in range(len(single)) for s in groups[j]]
         if timings is not None:
-            timings["verify"] = timings.get("verify", 0.0) + time.perf_counter() - t_score
+            timings["verify"] = timings.get("verify", 0.0) + scoring + time.perf_counter() - t_wait
     if multi:
         from trainer.episodes import rollout_episodes
 
@@ -201,17 +217,26 @@ def retrieval_window(cfg: RunConfig, model_path) -> int:
     return need
 
 
-def _score(samples: list[Sample], tasks: dict[int, Task], runtime) -> None:
-    """Fill reward/breakdown (and fault) of single-turn samples, sandboxed ones as one batch."""
-    sandboxed = [s for s in samples if get_domain(s.domain).needs_sandbox]
-    for s in samples:
-        if not get_domain(s.domain).needs_sandbox:
-            s.reward, s.breakdown = get_domain(s.domain).score(tasks[s.group], s.completion.text)
-    if sandboxed:
-        jobs = [get_domain(s.domain).verification_job(tasks[s.group], s.completion.text) for s in sandboxed]
-        for s, res in zip(sandboxed, runtime.scheduler.run(jobs)):
-            reward, s.breakdown = get_domain(s.domain).score_result(tasks[s.group], s.completion.text, res)
+def _start_scoring(group: list[Sample], task: Task, runtime) -> Callable[[], None]:
+    """Start scoring one group of single-turn samples; returns the call that finishes it.
+
+    In-process verifiers (reasoning-gym answers) score at once; sandboxed ones (humaneval's
+    tests) are submitted to the sandbox scheduler now and run while the engine generates
+    other groups; the returned call waits for them and fills reward, breakdown and fault.
+    """
+    domain = get_domain(task.domain)
+    if not domain.needs_sandbox:
+        for s in group:
+            s.reward, s.breakdown = domain.score(task, s.completion.text)
+        return lambda: None
+    futures = [runtime.scheduler.submit(domain.verification_job(task, s.completion.text)) for s in group]
+
+    def finish() -> None:
+        for s, future in zip(group, futures):
+            reward, s.breakdown = domain.score_result(task, s.completion.text, future.result())
             s.reward, s.fault = float(reward), s.breakdown.get("fault")
+
+    return finish
 
 
 def by_group(samples: list[Sample]) -> dict[int, list[Sample]]:

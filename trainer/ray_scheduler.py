@@ -62,7 +62,7 @@ from backend.errors import (
     WorkbenchError,
 )
 from sandboxes.pool import SandboxPool
-from trainer.rollout.base import RolloutEngine
+from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
 from trainer.types import Completion
 
 ROLLOUT_RESOURCE = "rollout"
@@ -309,9 +309,10 @@ class RayRolloutEngine(RolloutEngine):
         return [dict(p) for p in self._places]
 
     def generate(self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0) -> list[list[Completion]]:
+                 top_p: float = 1.0, on_group: GroupCallback | None = None) -> list[list[Completion]]:
         """`RolloutEngine.generate` over the workers: contiguous prompt slices (`split`),
-        generated at the same time, returned in prompt order.
+        generated at the same time, returned in prompt order (`on_group` gets every group
+        once all workers are done).
 
         Raises:
             EngineError: a worker failed or is gone.
@@ -319,7 +320,7 @@ class RayRolloutEngine(RolloutEngine):
         calls = [(a, lo, hi) for a, (lo, hi) in zip(self._actors, split(len(prompts), len(self._actors))) if hi > lo]
         parts = _get([a.generate.remote([list(p) for p in prompts[lo:hi]], n, max_new_tokens, temperature, top_p)
                       for a, lo, hi in calls], "a rollout worker", EngineError)
-        return [group for part in parts for group in part]
+        return deliver([group for part in parts for group in part], on_group)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Put the weights in the object store once (CPU tensors) and load them into every

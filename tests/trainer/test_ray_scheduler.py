@@ -38,6 +38,11 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     temp = tempfile.mkdtemp(prefix="rlwb-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
+    # Cluster writes the head's address to <RAY_TMPDIR or /tmp>/ray/ray_current_cluster whatever
+    # temp_dir says, and fails where that directory doesn't exist yet (a fresh machine)
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = temp
+    os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "resources": {"rollout": 2}, "object_store_memory": OBJECT_STORE_BYTES,
         "include_dashboard": False, "temp_dir": temp})
@@ -48,6 +53,10 @@ def cluster():
     if ray.is_initialized():
         ray.shutdown()
     c.shutdown()
+    if before is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = before
     shutil.rmtree(temp, ignore_errors=True)
     alive = [pid for pid in pids if _alive(pid)]
     assert alive == [], f"Ray processes left running: {alive}"

@@ -8,11 +8,23 @@ vLLM's CPU build here and the same code on GPUs) and `trainer.rollout.hf_engine.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
 from trainer.types import Completion
+
+#: ``on_group(i, completions)``: prompt i's n completions are done (see `RolloutEngine.generate`).
+GroupCallback = Callable[[int, list[Completion]], None]
+
+
+def deliver(groups: list[list[Completion]], on_group: GroupCallback | None) -> list[list[Completion]]:
+    """Hand every group to `on_group` in prompt order (engines that finish all prompts at
+    once); returns `groups`."""
+    if on_group is not None:
+        for i, group in enumerate(groups):
+            on_group(i, group)
+    return groups
 
 
 class RolloutEngine(ABC):
@@ -31,6 +43,7 @@ class RolloutEngine(ABC):
         max_new_tokens: int,
         temperature: float = 1.0,
         top_p: float = 1.0,
+        on_group: GroupCallback | None = None,
     ) -> list[list[Completion]]:
         """Sample `n` completions for each prompt.
 
@@ -40,6 +53,11 @@ class RolloutEngine(ABC):
             max_new_tokens: cap on generated tokens per completion.
             temperature: sampling temperature; 0 selects greedy decoding.
             top_p: nucleus sampling mass.
+            on_group: called as ``on_group(i, completions)`` once per prompt, in the
+                generating thread, as soon as prompt i's n completions are done (an engine
+                that batches everything calls it for every prompt at the end): scoring
+                and sandbox verification can start while other prompts still generate.
+                An exception it raises stops generation and propagates.
 
         Returns:
             B lists of n `Completion`s, in prompt order, each with per-token sampling logprobs.

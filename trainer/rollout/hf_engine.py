@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from backend.errors import EngineError
-from trainer.rollout.base import RolloutEngine
+from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
 from trainer.types import Completion
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -122,16 +122,19 @@ class HFEngine(RolloutEngine):
         max_new_tokens: int,
         temperature: float = 1.0,
         top_p: float = 1.0,
+        on_group: GroupCallback | None = None,
     ) -> list[list[Completion]]:
         """Sample `n` completions per prompt, `gen_batch` prompts per ``generate`` call.
 
         See `RolloutEngine.generate`. Logprobs are raw (temperature 1, no top-p) logprobs
         of the sampled tokens, read from the very logits each token was sampled from.
+        `on_group` gets the groups of each ``generate`` call as it returns.
         """
         result: list[list[Completion]] = []
         for start in range(0, len(prompts), self.gen_batch):
-            result += self._generate_batch(prompts[start:start + self.gen_batch], n,
-                                           max_new_tokens, temperature, top_p)
+            batch = self._generate_batch(prompts[start:start + self.gen_batch], n, max_new_tokens, temperature, top_p)
+            deliver(batch, None if on_group is None else (lambda i, g, at=start: on_group(at + i, g)))
+            result += batch
         return result
 
     @torch.no_grad()

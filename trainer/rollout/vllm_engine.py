@@ -36,10 +36,11 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 from vllm import LLM, SamplingParams  # noqa: E402
 from vllm.inputs import TokensPrompt  # noqa: E402
+from vllm.sampling_params import RequestOutputKind  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
 
 from backend.errors import EngineError  # noqa: E402
-from trainer.rollout.base import RolloutEngine  # noqa: E402
+from trainer.rollout.base import GroupCallback, RolloutEngine  # noqa: E402
 from trainer.types import Completion  # noqa: E402
 
 _DTYPES = ("float32", "bfloat16")
@@ -118,6 +119,7 @@ class VLLMEngine(RolloutEngine):
             sched["kv_cache_memory_bytes"] = int(gpu_memory_utilization * psutil.virtual_memory().total)
         self.model_path = Path(model_path)
         self.max_model_len = max_model_len
+        self._calls = 0  # generate calls: request ids are "rlwb-<call>-<prompt>"
         try:
             self._llm = LLM(
                 model=str(model_path),
@@ -144,10 +146,14 @@ class VLLMEngine(RolloutEngine):
         max_new_tokens: int,
         temperature: float = 1.0,
         top_p: float = 1.0,
+        on_group: GroupCallback | None = None,
     ) -> list[list[Completion]]:
         """Sample `n` completions per prompt; see `RolloutEngine.generate`.
 
-        Logprobs are raw (temperature 1, no top-p) logprobs of the sampled tokens.
+        Logprobs are raw (temperature 1, no top-p) logprobs of the sampled tokens. The
+        requests go through vLLM's engine step by step (as ``LLM.generate`` runs them, so
+        the samples are the same), and `on_group` gets each prompt's group the step it
+        finishes, while the others still generate.
         """
         # vLLM refuses n > 1 with greedy decoding; the n greedy completions are identical.
         greedy_copies = n if temperature == 0.0 else 1
@@ -158,22 +164,39 @@ class VLLMEngine(RolloutEngine):
             max_tokens=max_new_tokens,
             logprobs=0,  # only the sampled token's logprob
             skip_special_tokens=True,
+            output_kind=RequestOutputKind.FINAL_ONLY,  # a group's outputs once, when all n are done
         )
-        outs = self._llm.generate(
-            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
-        )
-        result = []
-        for out in outs:
-            group = []
-            for c in sorted(out.outputs, key=lambda c: c.index):
-                ids = list(c.token_ids)
-                lps = [step[t].logprob for t, step in zip(ids, c.logprobs)]
-                if c.finish_reason not in ("stop", "length"):
-                    raise EngineError(f"vLLM finished a request with {c.finish_reason!r}")
-                for _ in range(greedy_copies):
-                    group.append(Completion(list(ids), list(lps), c.text, c.finish_reason))
-            result.append(group)
+        engine = self._llm.llm_engine
+        self._calls += 1
+        ids = [f"rlwb-{self._calls}-{i}" for i in range(len(prompts))]
+        index = {rid: i for i, rid in enumerate(ids)}
+        result: list[list[Completion] | None] = [None] * len(prompts)
+        try:
+            for rid, p in zip(ids, prompts):  # as LLM.generate adds them: same order, same samples
+                engine.add_request(rid, TokensPrompt(prompt_token_ids=list(p)), params)
+            while engine.has_unfinished_requests():  # LLM.generate's loop, with a hook per group
+                for out in engine.step():
+                    if out.finished:
+                        i = index[out.request_id]
+                        result[i] = self._group(out, greedy_copies)
+                        if on_group is not None:
+                            on_group(i, result[i])
+        except BaseException:
+            engine.abort_request([rid for rid in ids if result[index[rid]] is None])
+            raise
         return result
+
+    @staticmethod
+    def _group(out, copies: int) -> list[Completion]:
+        group = []
+        for c in sorted(out.outputs, key=lambda c: c.index):
+            ids = list(c.token_ids)
+            lps = [step[t].logprob for t, step in zip(ids, c.logprobs)]
+            if c.finish_reason not in ("stop", "length"):
+                raise EngineError(f"vLLM finished a request with {c.finish_reason!r}")
+            for _ in range(copies):
+                group.append(Completion(list(ids), list(lps), c.text, c.finish_reason))
+        return group
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Reload weights in place from HF-named tensors, then drop the prefix cache.
