@@ -52,7 +52,7 @@ ui: setup
 	$(BIN)/rlwb ui --port $(PORT)
 
 test: setup
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q --durations=20
 
 test-slow: model
 	$(BIN)/python -m pytest -m slow -q

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> None:
         rates[kind] = tokens / seconds
         print(f"{kind:5s} start {start:5.1f} s  {tokens} tokens in {seconds:6.1f} s  "
               f"{rates[kind]:7.1f} tok/s")
-    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} on {len(os.sched_getaffinity(0))} cores")
+    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} on {len(os.sched_getaffinity(0))} cores, "
+          f"LD_PRELOAD={os.environ.get('LD_PRELOAD') or '(none)'}")
     # Other processes on a small machine skew both numbers (OpenMP threads spin-wait when
     # the cores are oversubscribed): the load averages say how busy it was.
     print("load average (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())
