@@ -26,7 +26,6 @@ import contextlib
 import functools
 import json
 import os
-import re
 import sqlite3
 import sys
 import threading
@@ -40,6 +39,7 @@ import sqlite_utils
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
 from backend.store_common import decode, locked, new_id, now, turns_search_text
+from backend.store_common import utf8_safe as _utf8_safe
 from backend.store_schema import MIGRATIONS
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
@@ -127,15 +127,6 @@ def _max_variables(conn: sqlite3.Connection) -> int:
         return conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     return 999
 
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _utf8_safe(value):
-    """`value`, with any lone surrogate in a str replaced by U+FFFD (SQLite stores UTF-8)."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    return value
 
 
 #: Characters of the completion a `Store.trajectory_summaries` row carries.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import secrets
 from datetime import datetime, timezone
 
@@ -35,6 +36,16 @@ def decode(row: dict, column: str) -> dict:
     return row
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(value):
+    """`value`, with any lone surrogate in a str replaced by U+FFFD (SQLite stores UTF-8)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    return value
+
+
 def _separator(c: str) -> bool:
     """Whether `c` surely separates words for FTS5's unicode61 tokenizer: ASCII other than
     letters and digits (it separates on more; erring this way only indexes more)."""
@@ -56,7 +67,9 @@ def _covered(value: str, text: str, start: int) -> bool:
 
 
 def _strings(node, out: list) -> list:
-    """Append the string values (not keys) in a JSON-like value to `out`, in order."""
+    """Append the text values (not keys, numbers, booleans or nulls) in a JSON-like value to
+    `out`, in order, as ``json.dumps(..., default=str)`` writes them: a str subclass as its
+    string value, any other non-JSON value (a Path, a datetime) through ``str``."""
     for v in (node.values() if isinstance(node, dict) else node):
         kind = type(v)
         if kind is str:
@@ -64,6 +77,8 @@ def _strings(node, out: list) -> list:
         elif kind is dict or kind is list or isinstance(v, (dict, list, tuple)):
             _strings(v, out)
         elif isinstance(v, str):
+            out.append(str.__str__(v))
+        elif v is not None and not isinstance(v, (bool, int, float)):
             out.append(str(v))
     return out
 
@@ -91,12 +106,13 @@ def turns_search_text(turns, completion: str | None) -> str | None:
     if isinstance(turns, str):
         try:
             turns = json.loads(turns)
-        except ValueError:  # not JSON: the text itself, as the previous index took it
-            return turns
+        except (ValueError, RecursionError):  # not JSON (or nested too deep): the text itself
+            return utf8_safe(turns)
     if isinstance(turns, str):
-        return turns
+        return utf8_safe(turns)
     text = completion if isinstance(completion, str) else ""
     find = text.find
     left = [value for value in _strings(turns if isinstance(turns, (dict, list, tuple)) else [turns], [])
             if value and not value.isspace() and ((start := find(value)) == -1 or not _covered(value, text, start))]
-    return "\n".join(left) or None
+    # lone surrogates (JSON escapes of undecodable output) can't be stored as UTF-8: U+FFFD
+    return utf8_safe("\n".join(left)) or None

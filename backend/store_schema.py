@@ -163,9 +163,15 @@ def _migrate_8(db: sqlite_utils.Database) -> None:
     db.execute("DROP TRIGGER IF EXISTS trajectories_fts_au")
     db.execute("DROP TABLE IF EXISTS trajectories_fts")
     db["trajectories"].add_column("turns_search", str)
-    rows = db.execute("SELECT id, turns, completion FROM trajectories WHERE turns IS NOT NULL")
-    db.conn.executemany("UPDATE trajectories SET turns_search = ? WHERE id = ?",
-                        ((turns_search_text(turns, completion), rid) for rid, turns, completion in rows.fetchall()))
+    last = -1
+    while True:  # a page of rows at a time: a big store's text needn't fit in memory
+        rows = db.execute("SELECT id, turns, completion FROM trajectories WHERE turns IS NOT NULL AND id > ? "
+                          "ORDER BY id LIMIT 500", [last]).fetchall()
+        if not rows:
+            break
+        db.conn.executemany("UPDATE trajectories SET turns_search = ? WHERE id = ?",
+                            [(turns_search_text(turns, completion), rid) for rid, turns, completion in rows])
+        last = rows[-1][0]
     cols = "prompt, completion, turns_search"
     db.execute(f"CREATE VIRTUAL TABLE trajectories_fts USING fts5({cols}, content='trajectories', "
                "content_rowid='id', tokenize='unicode61 remove_diacritics 2')")

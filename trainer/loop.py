@@ -141,7 +141,7 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
         budget = cfg.context_budget_tokens if cfg is not None else None
         rendered = [render_prompt(tokenizer, tasks[g], budget) for g in single]
         groups: dict[int, list[Sample]] = {}
-        finishers: list[Callable[[], None]] = []
+        scorings: list[_Scoring] = []
         scoring = 0.0
 
         def on_group(j: int, comps: list) -> None:  # streamed: prompt j's group is done
@@ -152,14 +152,22 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
             groups[j] = [Sample(domain=tasks[g].domain, task_seed=tasks[g].seed, group=g, index=i, prompt=text,
                                 prompt_ids=list(ids), completion=comp, answer=tasks[g].answer,
                                 difficulty=tasks[g].difficulty, retrieval=retrieval) for i, comp in enumerate(comps)]
-            finishers.append(_start_scoring(groups[j], tasks[g], runtime))
+            scorings.append(_Scoring(groups[j], tasks[g], runtime))
             scoring += time.perf_counter() - t0
 
-        engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
-                        temperature=temperature, top_p=top_p, on_group=on_group)
-        t_wait = time.perf_counter()
-        for finish in finishers:
-            finish()
+        try:
+            outs = engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
+                                   temperature=temperature, top_p=top_p, on_group=on_group)
+            for j, comps in enumerate(outs):  # an engine that didn't hand a group over
+                if j not in groups:
+                    on_group(j, comps)
+            t_wait = time.perf_counter()
+            for s in scorings:
+                s.finish()
+        except BaseException:  # sandbox jobs not started yet are dropped, not left to a later step
+            for s in scorings:
+                s.cancel()
+            raise
         samples += [s for j in range(len(single)) for s in groups[j]]
         if timings is not None:
             timings["verify"] = timings.get("verify", 0.0) + scoring + time.perf_counter() - t_wait
@@ -217,26 +225,33 @@ def retrieval_window(cfg: RunConfig, model_path) -> int:
     return need
 
 
-def _start_scoring(group: list[Sample], task: Task, runtime) -> Callable[[], None]:
-    """Start scoring one group of single-turn samples; returns the call that finishes it.
+class _Scoring:
+    """Scoring of one group of single-turn samples, started at once.
 
-    In-process verifiers (reasoning-gym answers) score at once; sandboxed ones (humaneval's
-    tests) are submitted to the sandbox scheduler now and run while the engine generates
-    other groups; the returned call waits for them and fills reward, breakdown and fault.
+    In-process verifiers (reasoning-gym answers) score in the constructor; sandboxed ones
+    (humaneval's tests) are submitted to the sandbox scheduler there and run while the
+    engine generates other groups; `finish` waits for them and fills reward, breakdown and
+    fault; `cancel` drops the jobs that haven't started.
     """
-    domain = get_domain(task.domain)
-    if not domain.needs_sandbox:
-        for s in group:
-            s.reward, s.breakdown = domain.score(task, s.completion.text)
-        return lambda: None
-    futures = [runtime.scheduler.submit(domain.verification_job(task, s.completion.text)) for s in group]
 
-    def finish() -> None:
-        for s, future in zip(group, futures):
-            reward, s.breakdown = domain.score_result(task, s.completion.text, future.result())
+    def __init__(self, group: list[Sample], task: Task, runtime) -> None:
+        self.group, self.task, self.domain = group, task, get_domain(task.domain)
+        self.futures: list = []
+        if not self.domain.needs_sandbox:
+            for s in group:
+                s.reward, s.breakdown = self.domain.score(task, s.completion.text)
+        else:
+            self.futures = [runtime.scheduler.submit(self.domain.verification_job(task, s.completion.text))
+                            for s in group]
+
+    def finish(self) -> None:
+        for s, future in zip(self.group, self.futures):
+            reward, s.breakdown = self.domain.score_result(self.task, s.completion.text, future.result())
             s.reward, s.fault = float(reward), s.breakdown.get("fault")
 
-    return finish
+    def cancel(self) -> None:
+        for future in self.futures:
+            future.cancel()
 
 
 def by_group(samples: list[Sample]) -> dict[int, list[Sample]]:

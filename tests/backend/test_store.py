@@ -357,6 +357,17 @@ def test_turns_search_keeps_only_the_turns_text_the_completion_lacks():
     assert turns_search_text(None, "x") is None and turns_search_text([], "x") is None
     assert turns_search_text("not json", None) == "not json"  # as the previous index took it
     assert turns_search_text([{"a": "y", "n": 4, "t": True}], 12) == "y"  # a non-text completion: keep all
+    # values JSON can't hold are indexed as the store's JSON writes them (default=str)
+    from enum import Enum
+    from pathlib import Path
+
+    class Fruit(str, Enum):
+        APPLE = "apple"
+
+    assert turns_search_text([{"p": Path("/tmp/okapi"), "f": Fruit.APPLE, "none": None}], "") == "/tmp/okapi\napple"
+    assert turns_search_text([{"o": "bad \udc80 byte"}], "") == "bad \ufffd byte"  # storable as UTF-8
+    deep = "[" * 5000 + "]" * 5000  # valid JSON Python's parser can't nest: taken as text
+    assert turns_search_text(deep, "") == deep
 
 
 def test_migration_to_version_8_indexes_the_turns_text_once(tmp_path):
@@ -367,12 +378,16 @@ def test_migration_to_version_8_indexes_the_turns_text_once(tmp_path):
     db["trajectories"].insert({"run_id": "r1", "step": 1, "domain": "terminal_files", "group_idx": 0,
                                "sample_idx": 0, "prompt": "read the log", "reward": 0.0, "finish_reason": "stop",
                                "completion": "```bash\ncat log\n```\nshort\nDONE", "turns": json.dumps(turns)})
+    db["trajectories"].insert({"run_id": "r1", "step": 1, "domain": "terminal_files", "group_idx": 1,  # undecodable
+                               "sample_idx": 0, "prompt": "p", "completion": "c", "reward": 0.0,  # output: a lone
+                               "turns": json.dumps([{"stdout": "bad \udc80 wapiti"}])})  # surrogate's JSON escape
     db.close()
     with Store(path) as store:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == Store.SCHEMA_VERSION >= 8
         assert store.db.execute("SELECT turns_search FROM trajectories").fetchone()[0] == "command\npermission denied okapi"
+        assert [t["group_idx"] for t in store.trajectories("r1", query="wapiti")] == [1]
         for query in ("okapi", '"cat log"', "short", "read"):
-            assert [t["step"] for t in store.trajectories("r1", query=query)] == [1], query
+            assert [(t["step"], t["group_idx"]) for t in store.trajectories("r1", query=query)] == [(1, 0)], query
         assert "turns_search" not in store.trajectory(1)  # it only feeds the index
         store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('integrity-check')")
         store.record_trajectories("r1", 2, episode_samples())  # new rows are indexed by the trigger
@@ -380,6 +395,7 @@ def test_migration_to_version_8_indexes_the_turns_text_once(tmp_path):
         store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('rebuild')")  # plain columns now
         assert [t["step"] for t in store.trajectories("r1", query="okapi")] == [1]
         assert [t["step"] for t in store.trajectories("r1", query="marmoset")] == [2]
+        assert [t["step"] for t in store.trajectories("r1", query="wapiti")] == [1]
 
 
 def test_export_leaves_out_turns_search_and_import_recomputes_it(tmp_path):

@@ -91,3 +91,16 @@ def test_sandbox_verification_starts_before_generation_ends(tiny_model_dir, toke
         assert s.fault is None and s.reward == 0.0 and s.breakdown["error"] is not None, s.breakdown
         assert isinstance(s.breakdown["exit_code"], int)
     assert timings["verify"] >= 0.0
+
+
+def test_groups_an_engine_never_hands_over_are_scored_after_generation(tiny_model_dir, tokenizer):
+    engine = open_engine("hf", tiny_model_dir, seed=0)
+    generate = engine.generate
+    engine.generate = lambda prompts, on_group=None, **kw: generate(prompts, **kw)  # ignores on_group
+    try:
+        tasks = [get_domain("basic_arithmetic").make_task(s) for s in range(3)]
+        samples = rollout(engine, tokenizer, tasks, group_size=2, max_new_tokens=8, temperature=1.0, top_p=1.0)
+    finally:
+        engine.close()
+    assert [(s.group, s.index) for s in samples] == [(g, i) for g in range(3) for i in range(2)]
+    assert all(s.breakdown and "format" in s.breakdown for s in samples)  # every sample scored

@@ -176,8 +176,8 @@ class VLLMEngine(RolloutEngine):
                 engine.add_request(rid, TokensPrompt(prompt_token_ids=list(p)), params)
             while engine.has_unfinished_requests():  # LLM.generate's loop, with a hook per group
                 for out in engine.step():
-                    if out.finished:
-                        i = index[out.request_id]
+                    i = index.get(out.request_id)
+                    if out.finished and i is not None:  # (requests of an interrupted call: not ours)
                         result[i] = self._group(out, greedy_copies)
                         if on_group is not None:
                             on_group(i, result[i])
