@@ -100,6 +100,12 @@ def turns_search_text(turns, completion: str | None) -> str | None:
         The string values (not keys, numbers or booleans) of the turns, in order, that
         `completion` doesn't hold as whole words, joined by newlines; None when there are
         none.
+
+    Words and prefixes find the same trajectories as when every string was indexed; a
+    "quoted phrase" that only spans two separate values of the turns (a command and the
+    next value) can differ, since the values left out no longer sit between the others.
+    The column is written by `Store.record_trajectories` and the import: a raw SQL UPDATE
+    of ``turns`` or ``completion`` must set it too.
     """
     if not turns:
         return None
