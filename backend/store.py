@@ -38,8 +38,7 @@ import sqlite_utils
 
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
-from backend.store_common import decode, locked, new_id, now, turns_search_text
-from backend.store_common import utf8_safe as _utf8_safe
+from backend.store_common import decode, locked, new_id, now, turns_search_text, utf8_safe
 from backend.store_schema import MIGRATIONS
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
@@ -374,7 +373,7 @@ class Store(EvalVerbs):
         try:
             self._insert_trajectory_rows(run_id, rows, per)
         except UnicodeEncodeError:  # a lone surrogate (text is UTF-8 in SQLite): U+FFFD, as a decoder would
-            self._insert_trajectory_rows(run_id, [tuple(map(_utf8_safe, r)) for r in rows], per)
+            self._insert_trajectory_rows(run_id, [tuple(map(utf8_safe, r)) for r in rows], per)
 
     def _insert_trajectory_rows(self, run_id: str, rows: list[tuple], per: int) -> None:
         with self._writing(run_id):
@@ -393,7 +392,7 @@ class Store(EvalVerbs):
         now = _now()
         keep = ("kind", "outcome", "exit_code", "latency_ms", "queue_ms", "attempts", "sandbox", "backend",
                 "command", "error")
-        out = [{"run_id": run_id, "step": step, "created_at": now, **{k: _utf8_safe(r.get(k)) for k in keep}}
+        out = [{"run_id": run_id, "step": step, "created_at": now, **{k: utf8_safe(r.get(k)) for k in keep}}
                for r in rows]
         if out:
             with self._immediate():

@@ -74,7 +74,7 @@ def _strings(node, out: list) -> list:
         kind = type(v)
         if kind is str:
             out.append(v)
-        elif kind is dict or kind is list or isinstance(v, (dict, list, tuple)):
+        elif isinstance(v, (dict, list, tuple)):
             _strings(v, out)
         elif isinstance(v, str):
             out.append(str.__str__(v))
@@ -114,11 +114,11 @@ def turns_search_text(turns, completion: str | None) -> str | None:
             turns = json.loads(turns)
         except (ValueError, RecursionError):  # not JSON (or nested too deep): the text itself
             return utf8_safe(turns)
-    if isinstance(turns, str):
-        return utf8_safe(turns)
+        if isinstance(turns, str):  # a JSON string
+            return utf8_safe(turns)
     text = completion if isinstance(completion, str) else ""
     find = text.find
-    left = [value for value in _strings(turns if isinstance(turns, (dict, list, tuple)) else [turns], [])
+    left = [value for value in _strings([turns], [])
             if value and not value.isspace() and ((start := find(value)) == -1 or not _covered(value, text, start))]
     # lone surrogates (JSON escapes of undecodable output) can't be stored as UTF-8: U+FFFD
     return utf8_safe("\n".join(left)) or None

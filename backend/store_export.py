@@ -46,7 +46,9 @@ SUFFIX = ".rlwb.jsonl.gz"
 RUN_TABLES = ("runs", "metrics", "trajectories", "checkpoints", "evaluations", "sandbox_executions",
               "sandbox_pools")
 _RENUMBERED = {"trajectories": "id", "sandbox_executions": "id"}  # autoincrement ids, reassigned on import
-_DERIVED = {"trajectories": ("turns_search",)}  # recomputed on import, not exported
+#: Columns computed from a row's other columns: left out of the export, recomputed on import
+#: (a file can't set what the search index holds).
+_DERIVED = {"trajectories": {"turns_search": lambda row: turns_search_text(row.get("turns"), row.get("completion"))}}
 _LIVE = ("pending", "running")
 _MAX_LINE_CHARS = 64 * 2**20  # one row; a trajectory's turns are far below this
 _BATCH = 200  # rows per INSERT on import
@@ -57,7 +59,7 @@ def _rows(store: Store, table: str, run_id: str) -> Iterator[dict]:
     order = "rowid"
     cur = store.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{key}] = ? ORDER BY {order}", [run_id])
     names = [d[0] for d in cur.description]
-    derived = _DERIVED.get(table, ())
+    derived = _DERIVED.get(table, {})
     for values in cur:
         yield {k: v for k, v in zip(names, values) if k not in derived}
 
@@ -212,8 +214,8 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
                     else:
                         row["run_id"] = target
                     row.pop(_RENUMBERED.get(table, ""), None)
-                    if table == "trajectories":  # what the search index takes from the turns
-                        row["turns_search"] = turns_search_text(row.get("turns"), row.get("completion"))
+                    for column, compute in _DERIVED.get(table, {}).items():
+                        row[column] = compute(row)
                     if table != pending_table or len(pending) >= _BATCH:
                         flush()
                         pending_table = table

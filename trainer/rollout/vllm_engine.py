@@ -182,7 +182,7 @@ class VLLMEngine(RolloutEngine):
                         if on_group is not None:
                             on_group(i, result[i])
         except BaseException:
-            engine.abort_request([rid for rid in ids if result[index[rid]] is None])
+            engine.abort_request([rid for rid, group in zip(ids, result) if group is None])
             raise
         return result
 
