@@ -5,7 +5,6 @@ model's tokenizer) plays reference solutions, so the test knows what the reward 
 """
 
 import pytest
-from transformers import AutoTokenizer
 
 from backend.domains import get_domain
 from trainer.episodes import SandboxRuntime, observation_ids, rollout_episodes
@@ -39,11 +38,6 @@ class ScriptedEngine(RolloutEngine):
 
     def score(self, prompt, completion):
         raise NotImplementedError
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 def docker_runtime(pool_size: int = 2, memory_mb: int = 256, command_timeout_s: float = 5.0,

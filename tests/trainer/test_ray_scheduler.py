@@ -16,7 +16,6 @@ import tempfile
 
 import pytest
 import torch
-from transformers import AutoTokenizer
 
 from backend.config import parse_config
 from backend.domains import get_domain
@@ -40,23 +39,19 @@ def cluster():
     temp = tempfile.mkdtemp(prefix="rlwb-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
     # Cluster writes the head's address to <RAY_TMPDIR or /tmp>/ray/ray_current_cluster whatever
     # temp_dir says, and fails where that directory doesn't exist yet (a fresh machine)
-    before = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = temp
     os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "resources": {"rollout": 2}, "object_store_memory": OBJECT_STORE_BYTES,
-        "include_dashboard": False, "temp_dir": temp})
-    c.add_node(num_cpus=1, resources={"sandbox": 1}, object_store_memory=OBJECT_STORE_BYTES)
-    nodes = list(c.list_all_nodes())
-    yield c
-    pids = [p.process.pid for n in nodes for procs in n.all_processes.values() for p in procs]
-    if ray.is_initialized():
-        ray.shutdown()
-    c.shutdown()
-    if before is None:
-        os.environ.pop("RAY_TMPDIR", None)
-    else:
-        os.environ["RAY_TMPDIR"] = before
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_TMPDIR", temp)
+        c = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "resources": {"rollout": 2}, "object_store_memory": OBJECT_STORE_BYTES,
+            "include_dashboard": False, "temp_dir": temp})
+        c.add_node(num_cpus=1, resources={"sandbox": 1}, object_store_memory=OBJECT_STORE_BYTES)
+        nodes = list(c.list_all_nodes())
+        yield c
+        pids = [p.process.pid for n in nodes for procs in n.all_processes.values() for p in procs]
+        if ray.is_initialized():
+            ray.shutdown()
+        c.shutdown()
     shutil.rmtree(temp, ignore_errors=True)
     alive = [pid for pid in pids if _alive(pid)]
     assert alive == [], f"Ray processes left running: {alive}"
@@ -75,11 +70,6 @@ def _node_with(resource: str) -> str:
     """The id of the (only) node advertising `resource`; needs a connected driver."""
     (node,) = [n["NodeID"] for n in ray.nodes() if n["Alive"] and resource in n["Resources"]]
     return node
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,6 @@ from trainer.loop import rollout
 from trainer.rollout import open_engine
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
 def test_rollout_records_retrieved_fragments_and_the_store_keeps_them(tiny_model_dir, tokenizer, tmp_path):
     task = needle_task(2, 4000, [Needle("olive safe", "60417", 30)])
     with open_engine("hf", tiny_model_dir, seed=0) as engine:

@@ -35,13 +35,6 @@ def engine(request):
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
-@pytest.fixture(scope="module")
 def prompts(tokenizer):
     out = []
     for q in ["What is 12 + 7?", 'How many times does the letter "r" appear in "strawberry"?']:

@@ -15,13 +15,6 @@ from trainer.loop import render_prompt, rollout
 from trainer.rollout import open_engine
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
 def test_vllm_hands_over_each_group_while_the_others_generate(tiny_model_dir, tokenizer):
     pytest.importorskip("vllm")
     # two sequences at a time: the four groups of two finish one after another

@@ -5,18 +5,12 @@ and the tool_files domain in a real Docker sandbox."""
 import json
 
 import pytest
-from transformers import AutoTokenizer
 
 from backend.domains import get_domain
 from trainer.episodes import episode_prompt, observation_ids, rollout_episodes
 from trainer.loop import assign_advantages, rollout_metrics
 
 from tests.trainer.test_episodes import ScriptedEngine
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 def _play(tokenizer, task, scripts, runtime=None, max_turns=4):
