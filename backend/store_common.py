@@ -46,21 +46,24 @@ def utf8_safe(value):
     return value
 
 
-def _separator(c: str) -> bool:
-    """Whether `c` surely separates words for FTS5's unicode61 tokenizer: ASCII other than
-    letters and digits (it separates on more; erring this way only indexes more)."""
-    return c < "\x80" and not c.isalnum()
+#: ASCII characters other than letters and digits: these surely separate words for FTS5's
+#: unicode61 tokenizer (it separates on more; erring this way only indexes more).
+_SEPARATORS = frozenset(c for c in map(chr, range(128)) if not c.isalnum())
 
 
 def _covered(value: str, text: str, start: int) -> bool:
     """Whether `text` holds `value` (first found at `start`) somewhere with no word
     character glued to either end, so that the search index finds every word of `value`,
     and every phrase of it, in `text` already."""
-    open_left, open_right, size = _separator(value[0]), _separator(value[-1]), len(value)
+    seps = _SEPARATORS
+    open_left, open_right = value[0] in seps, value[-1] in seps
+    if open_left and open_right:  # nothing can glue to it
+        return True
+    size, limit = len(value), len(text)
     while start != -1:
         end = start + size
-        if (open_left or start == 0 or _separator(text[start - 1])) and \
-                (open_right or end == len(text) or _separator(text[end])):
+        if (open_left or start == 0 or text[start - 1] in seps) and \
+                (open_right or end == limit or text[end] in seps):
             return True
         start = text.find(value, start + 1)
     return False
