@@ -31,6 +31,11 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 # vLLM's CPU build drops torch to 1 thread for serving unless OMP_NUM_THREADS is set; the
 # learner shares this process and needs every core (measured: 7x slower step on 1 thread).
 os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+# vLLM 0.32 on torch 2.13 saves its compiled model through torch's AOT path but can't load
+# it back ("'function' object has no attribute 'finalize_loading'"), so every engine start
+# compiled from scratch (~125 s here). The older compile cache reloads: ~60 s from the
+# second start on (measured with the quickstart model).
+os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
 # Keep the CLI's progress bar readable; RLWB users can still set VLLM_LOGGING_LEVEL=INFO.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
