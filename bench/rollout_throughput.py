@@ -6,7 +6,10 @@
     python bench/rollout_throughput.py --block-size 128   # vLLM's CPU default block size
 
 Prints generated tokens per second for each engine (engine start-up and one warm-up call
-excluded) and, as its last line, ``ratio: X.XX`` = vLLM tok/s / HF tok/s. Both engines
+excluded), how much of this machine's matmul peak (measured in the same run) each engine
+turns into the rollout's *useful* model FLOPs (each prompt prefilled once, each generated
+token decoded once: what any engine must compute, whatever it recomputes or pads), and, as
+its last line, ``ratio: X.XX`` = vLLM tok/s / HF tok/s. Both engines
 sample at temperature 1 with logprobs on, as in training. This is a benchmark, not a test:
 numbers depend on the machine and on what else runs on it.
 """
@@ -38,19 +41,42 @@ def arithmetic_prompts(tokenizer, count: int, seed: int = 0) -> list[list[int]]:
     return out
 
 
+def useful_flops(model_path, prompts: list[list[int]], groups) -> float:
+    """Model FLOPs (PaLM appendix B forward pass: 2 x parameters per token plus attention)
+    an ideal engine spends on this rollout: each prompt's tokens once, each generated
+    token once (with logits from the output head), attention over its whole context."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    c = AutoConfig.from_pretrained(model_path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(c)
+    head = model.get_output_embeddings().weight.numel()
+    body = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n and "lm_head" not in n)
+    hq = c.num_attention_heads * (getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+    flops = 0.0
+    for prompt, group in zip(prompts, groups):
+        p = len(prompt)
+        flops += 2 * body * p + 4 * c.num_hidden_layers * hq * p * (p + 1) / 2  # prefill, once
+        for completion in group:
+            for t in range(len(completion.token_ids)):  # token t attends to p + t positions
+                flops += 2 * body + 2 * head + 4 * c.num_hidden_layers * hq * (p + t + 1)
+    return flops
+
+
 def measure(engine, prompts, n: int, max_new_tokens: int) -> tuple[int, float]:
-    """(generated tokens, seconds) for one generate call after a small warm-up."""
+    """(groups, seconds) of one generate call after a small warm-up."""
     engine.generate(prompts[:2], n=2, max_new_tokens=4)
     t0 = time.perf_counter()
     groups = engine.generate(prompts, n=n, max_new_tokens=max_new_tokens, temperature=1.0)
-    seconds = time.perf_counter() - t0
-    return sum(len(c.token_ids) for g in groups for c in g), seconds
+    return groups, time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> None:
     from transformers import AutoTokenizer
 
     from backend.models import resolve_model
+    from bench.learner_mfu import matmul_peak
     from trainer.rollout import open_engine
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -92,16 +118,24 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_fraction is not None:
         vllm_kw["gpu_memory_utilization"] = args.memory_fraction
     print(f"vLLM options {vllm_kw} (others: the engine's defaults)")
-    rates = {}
+    peaks = [matmul_peak("cpu", args.dtype, 1024 if args.quick else 2048)]
+    rates, utilisation = {}, {}
     for kind in ("vllm", "hf"):
         kw = vllm_kw if kind == "vllm" else {}
         t0 = time.perf_counter()
         with open_engine(kind, path, seed=0, dtype=args.dtype, **kw) as engine:
             start = time.perf_counter() - t0
-            tokens, seconds = measure(engine, prompts, args.n, args.max_new_tokens)
+            groups, seconds = measure(engine, prompts, args.n, args.max_new_tokens)
+        tokens = sum(len(c.token_ids) for g in groups for c in g)
         rates[kind] = tokens / seconds
+        utilisation[kind] = useful_flops(path, prompts, groups) / seconds
         print(f"{kind:5s} start {start:5.1f} s  {tokens} tokens in {seconds:6.1f} s  "
-              f"{rates[kind]:7.1f} tok/s")
+              f"{rates[kind]:7.1f} tok/s  useful {utilisation[kind] / 1e9:5.1f} GFLOP/s", flush=True)
+    peaks.append(matmul_peak("cpu", args.dtype, 1024 if args.quick else 2048))
+    peak = max(peaks)
+    print(f"matmul peak ({args.dtype}, best of before/after: {peaks[0] / 1e9:.1f} / {peaks[1] / 1e9:.1f} GFLOP/s): "
+          + ", ".join(f"{k} {u / peak:.0%}" for k, u in utilisation.items())
+          + " of it in useful model FLOPs")
     print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} on {len(os.sched_getaffinity(0))} cores, "
           f"LD_PRELOAD={os.environ.get('LD_PRELOAD') or '(none)'}")
     # Other processes on a small machine skew both numbers (OpenMP threads spin-wait when
