@@ -73,6 +73,7 @@ def measure(engine, prompts, n: int, max_new_tokens: int) -> tuple[int, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    preload = os.environ.get("LD_PRELOAD") or "(none)"  # vLLM's CPU platform sets its own at import
     from transformers import AutoTokenizer
 
     from backend.models import resolve_model
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--eager", action="store_true",
-                    help="start vLLM without torch.compile (seconds instead of ~45 s on CPU)")
+                    help="start vLLM without torch.compile (seconds instead of ~50-125 s on CPU)")
     ap.add_argument("--block-size", type=int, default=None,
                     help="vLLM KV cache block size in tokens (default: the engine's, "
                          "trainer.rollout.vllm_engine.DEFAULT_BLOCK_SIZE)")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
           + ", ".join(f"{k} {u / peak:.0%}" for k, u in utilisation.items())
           + " of it in useful model FLOPs")
     print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} on {len(os.sched_getaffinity(0))} cores, "
-          f"LD_PRELOAD={os.environ.get('LD_PRELOAD') or '(none)'}")
+          f"LD_PRELOAD={preload} (as started)")
     # Other processes on a small machine skew both numbers (OpenMP threads spin-wait when
     # the cores are oversubscribed): the load averages say how busy it was.
     print("load average (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())
