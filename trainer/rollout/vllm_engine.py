@@ -73,8 +73,9 @@ class VLLMEngine(RolloutEngine):
         enable_prefix_caching: reuse KV cache across requests sharing a prefix (the G
             samples of a group share their prompt).
         enforce_eager: skip torch.compile at start-up. On this CPU compiling SmolLM2 takes
-            ~125 s at the first engine start and ~50-60 s from the second on (vLLM's compile cache; see VLLM_USE_AOT_COMPILE above) and buys
-            faster decoding; eager starts in seconds.
+            ~125 s at the first engine start and ~50-60 s from the second on (vLLM's
+            compile cache; see VLLM_USE_AOT_COMPILE above) and buys faster decoding;
+            eager starts in seconds.
         block_size: KV cache block size in tokens. Prefix caching only shares *full*
             blocks, so with vLLM's CPU default (128) a prompt shorter than 128 tokens is
             prefilled once per sample; 32 (the smallest size vLLM's CPU attention takes:
