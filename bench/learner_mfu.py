@@ -112,6 +112,17 @@ def build_batches(cfg, tokenizer, steps: int, seed: int = 0) -> list[dict]:
     return out
 
 
+def flop_terms(model) -> tuple[int, int, int]:
+    """(body parameters, output-head parameters, layers x query width) of an HF causal LM:
+    a forward pass costs 2 x body per token, 2 x head per token given logits, and
+    4 x layers x query width per (query, key) pair of attention (PaLM appendix B)."""
+    c = model.config
+    head = model.get_output_embeddings().weight.numel()
+    body = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n and "lm_head" not in n)
+    hq = c.num_attention_heads * (getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+    return body, head, c.num_hidden_layers * hq
+
+
 def model_flops(model, batch, with_ref: bool) -> float:
     """Model FLOPs of one learner step on `batch` (PaLM appendix B; see the module docstring).
 
@@ -120,13 +131,10 @@ def model_flops(model, batch, with_ref: bool) -> float:
         batch: the step's `LearnerBatch`.
         with_ref: count the frozen reference model's forward pass.
     """
-    c = model.config
-    head = model.get_output_embeddings().weight.numel()
-    body = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n and "lm_head" not in n)
-    hq = c.num_attention_heads * (getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+    body, head, layer_width = flop_terms(model)
     lengths = batch.attention_mask.sum(1).double()
     tokens, scored = float(lengths.sum()), float(batch.completion_mask.sum())
-    attn = c.num_hidden_layers * hq * float((lengths ** 2).sum())
+    attn = layer_width * float((lengths ** 2).sum())
     train = 6 * body * tokens + 12 * attn + 6 * head * scored
     ref = 2 * body * tokens + 4 * attn + 2 * head * scored
     return train + (ref if with_ref else 0.0)

@@ -41,26 +41,18 @@ def arithmetic_prompts(tokenizer, count: int, seed: int = 0) -> list[list[int]]:
     return out
 
 
-def useful_flops(model_path, prompts: list[list[int]], groups) -> float:
-    """Model FLOPs (PaLM appendix B forward pass: 2 x parameters per token plus attention)
-    an ideal engine spends on this rollout: each prompt's tokens once, each generated
-    token once (with logits from the output head), attention over its whole context."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    c = AutoConfig.from_pretrained(model_path)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(c)
-    head = model.get_output_embeddings().weight.numel()
-    body = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n and "lm_head" not in n)
-    hq = c.num_attention_heads * (getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+def useful_flops(terms: tuple[int, int, int], prompts: list[list[int]], groups) -> float:
+    """Model FLOPs (PaLM appendix B forward pass) an ideal engine spends on this rollout:
+    each prompt's tokens once, each generated token once (with logits from the output
+    head), attention over its whole context. `terms` is `bench.learner_mfu.flop_terms`."""
+    body, head, layer_width = terms
     flops = 0.0
     for prompt, group in zip(prompts, groups):
         p = len(prompt)
-        flops += 2 * body * p + 4 * c.num_hidden_layers * hq * p * (p + 1) / 2  # prefill, once
-        for completion in group:
-            for t in range(len(completion.token_ids)):  # token t attends to p + t positions
-                flops += 2 * body + 2 * head + 4 * c.num_hidden_layers * hq * (p + t + 1)
+        flops += 2 * body * p + 4 * layer_width * p * (p + 1) / 2  # prefill, once
+        for completion in group:  # token t (from 0) attends to p + t + 1 positions
+            n = len(completion.token_ids)
+            flops += n * (2 * body + 2 * head) + 4 * layer_width * (n * (p + 1) + n * (n - 1) / 2)
     return flops
 
 
@@ -74,10 +66,11 @@ def measure(engine, prompts, n: int, max_new_tokens: int) -> tuple[int, float]:
 
 def main(argv: list[str] | None = None) -> None:
     preload = os.environ.get("LD_PRELOAD") or "(none)"  # vLLM's CPU platform sets its own at import
-    from transformers import AutoTokenizer
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from backend.models import resolve_model
-    from bench.learner_mfu import matmul_peak
+    from bench.learner_mfu import flop_terms, matmul_peak
     from trainer.rollout import open_engine
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -119,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_fraction is not None:
         vllm_kw["gpu_memory_utilization"] = args.memory_fraction
     print(f"vLLM options {vllm_kw} (others: the engine's defaults)")
+    with torch.device("meta"):  # shapes only, for the FLOP count
+        terms = flop_terms(AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path)))
     peaks = [matmul_peak("cpu", args.dtype, 1024 if args.quick else 2048)]
     rates, utilisation = {}, {}
     for kind in ("vllm", "hf"):
@@ -129,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
             groups, seconds = measure(engine, prompts, args.n, args.max_new_tokens)
         tokens = sum(len(c.token_ids) for g in groups for c in g)
         rates[kind] = tokens / seconds
-        utilisation[kind] = useful_flops(path, prompts, groups) / seconds
+        utilisation[kind] = useful_flops(terms, prompts, groups) / seconds
         print(f"{kind:5s} start {start:5.1f} s  {tokens} tokens in {seconds:6.1f} s  "
               f"{rates[kind]:7.1f} tok/s  useful {utilisation[kind] / 1e9:5.1f} GFLOP/s", flush=True)
     peaks.append(matmul_peak("cpu", args.dtype, 1024 if args.quick else 2048))
