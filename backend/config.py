@@ -103,6 +103,9 @@ class RunConfig(BaseModel):
     sandbox_workers: int = Field(
         1, ge=1, le=64, description="scheduler: ray: Ray actors that each hold a slice of the sandbox pool "
                                     "(at most sandbox_pool_size).")
+    tensor_parallel_size: int = Field(
+        1, ge=1, le=8, description="vLLM tensor parallelism: GPUs one rollout engine spans (a Ray rollout worker "
+                                   "then asks for as many). 1 on CPU, the tested default.")
     vllm_compile: bool = Field(
         True, description="torch.compile the vLLM model at start (slower start, faster decoding); false for short runs."
     )
@@ -290,6 +293,15 @@ class RunConfig(BaseModel):
         if v == "ray" and importlib.util.find_spec("ray") is None:
             raise ValueError("scheduler: ray needs the ray package: `pip install ray` (the same version on every "
                              "node), or set scheduler: local")
+        return v
+
+    @field_validator("tensor_parallel_size")
+    @classmethod
+    def _tensor_parallel_on_vllm(cls, v, info: ValidationInfo):
+        # rollout_engine is declared (so validated) before it
+        if v > 1 and info.data.get("rollout_engine", "vllm") != "vllm":
+            raise ValueError(f"tensor_parallel_size {v} applies to rollout_engine: vllm only; set rollout_engine: "
+                             "vllm or tensor_parallel_size: 1")
         return v
 
     @field_validator("ray_address", "rollout_workers", "sandbox_workers")

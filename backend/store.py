@@ -38,7 +38,7 @@ import sqlite_utils
 
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
-from backend.store_common import decode, locked, new_id, now, turns_search_text, utf8_safe
+from backend.store_common import decode, locked, new_id, now, prompt_search_text, turns_search_text, utf8_safe
 from backend.store_schema import MIGRATIONS
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
@@ -83,8 +83,10 @@ def _decode_turns(row: dict) -> dict:
 
 
 def _without_search(row: dict) -> dict:
-    """A trajectory row without ``turns_search`` (it only feeds the search index)."""
+    """A trajectory row without ``turns_search`` and ``prompt_search`` (they only feed the
+    search index)."""
     row.pop("turns_search", None)
+    row.pop("prompt_search", None)
     return row
 
 
@@ -96,20 +98,24 @@ def _decode_all(row: dict) -> dict:
 #: Columns `Store.record_trajectories` writes, in the order of `_trajectory_row`.
 TRAJECTORY_COLUMNS = ("run_id", "step", "domain", "task_seed", "group_idx", "sample_idx", "prompt", "completion",
                       "answer", "reward", "breakdown", "advantage", "prompt_tokens", "completion_tokens",
-                      "finish_reason", "created_at", "turns", "fault", "difficulty", "retrieval", "turns_search")
+                      "finish_reason", "created_at", "turns", "fault", "difficulty", "retrieval", "turns_search",
+                      "prompt_search")
 _ROWS_PER_INSERT = 1000  # rows per INSERT statement at most (the SQL text and its plan stay small)
 _to_json = json.JSONEncoder(default=str).encode  # == json.dumps(x, default=str), one encoder reused
 _as_sql = sqlite_utils.db.jsonify_if_needed  # what sqlite-utils' insert_all does to each value
 
 
-def _trajectory_row(run_id: str, step: int, now: str, s: Sample) -> tuple:
-    """The values of one trajectory row, in `TRAJECTORY_COLUMNS` order."""
+def _trajectory_row(run_id: str, step: int, now: str, s: Sample, seen: set) -> tuple:
+    """The values of one trajectory row, in `TRAJECTORY_COLUMNS` order; `seen`: the
+    (step, group, prompt) keys of the rows before it (see `prompt_search_text`)."""
     c = s.completion
-    return (run_id, step, _as_sql(s.domain), int(s.task_seed), int(s.group), int(s.index), _as_sql(s.prompt),
+    group, prompt = int(s.group), _as_sql(s.prompt)
+    return (run_id, step, _as_sql(s.domain), int(s.task_seed), group, int(s.index), prompt,
             _as_sql(c.text), _as_sql(s.answer), float(s.reward), _to_json(s.breakdown), float(s.advantage),
             len(s.prompt_ids), len(c.token_ids), _as_sql(c.finish_reason), now,
             _to_json(s.turns) if s.turns else None, _as_sql(s.fault), int(s.difficulty) or None,
-            _to_json(s.retrieval) if s.retrieval else None, turns_search_text(s.turns, c.text))
+            _to_json(s.retrieval) if s.retrieval else None, turns_search_text(s.turns, c.text),
+            prompt_search_text(seen, step, group, prompt))
 
 
 @functools.lru_cache(maxsize=64)
@@ -141,7 +147,7 @@ class Store(EvalVerbs):
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 8
+    SCHEMA_VERSION = 9
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -368,7 +374,8 @@ class Store(EvalVerbs):
         writes (and later merges) one more small segment. bench/store_ingest.py measures it.
         """
         now, step = _now(), int(step)
-        rows = [_trajectory_row(run_id, step, now, s) for s in samples]
+        seen: set = set()
+        rows = [_trajectory_row(run_id, step, now, s, seen) for s in samples]
         per = max(1, min(_ROWS_PER_INSERT, _max_variables(self.db.conn) // len(TRAJECTORY_COLUMNS)))
         try:
             self._insert_trajectory_rows(run_id, rows, per)

@@ -51,6 +51,11 @@ def utf8_safe(value):
 _SEPARATORS = frozenset(c for c in map(chr, range(128)) if not c.isalnum())
 
 
+#: Values at least this long (a turn's text, a command's output) move the place
+#: `turns_search_text` looks first; short ones ("ok") occur anywhere.
+_IN_ORDER_CHARS = 32
+
+
 def _covered(value: str, text: str, start: int) -> bool:
     """Whether `text` holds `value` (first found at `start`) somewhere with no word
     character glued to either end, so that the search index finds every word of `value`,
@@ -121,7 +126,53 @@ def turns_search_text(turns, completion: str | None) -> str | None:
             return utf8_safe(turns)
     text = completion if isinstance(completion, str) else ""
     find = text.find
-    left = [value for value in _strings([turns], [])
-            if value and not value.isspace() and ((start := find(value)) == -1 or not _covered(value, text, start))]
+    left, seen, pos = [], {}, 0  # seen: value -> covered, for values the turns repeat ("ok", "command")
+    for value in _strings([turns], []):
+        covered = seen.get(value)
+        if covered is None:
+            if not value or value.isspace():
+                covered = True
+            else:  # the turns' text appears in the completion in order: look after the last one first
+                start = find(value, pos)
+                covered = start != -1 and _covered(value, text, start)
+                if covered and len(value) >= _IN_ORDER_CHARS:
+                    pos = start
+                elif not covered and pos:
+                    start = find(value)
+                    covered = start != -1 and _covered(value, text, start)
+            seen[value] = covered
+        if not covered:
+            left.append(value)
     # lone surrogates (JSON escapes of undecodable output) can't be stored as UTF-8: U+FFFD
     return utf8_safe("\n".join(left)) or None
+
+
+def prompt_search_text(seen: set, step, group_idx, prompt):
+    """What the search index takes from a trajectory's prompt (the `prompt_search` column):
+    the prompt in the first row of its group that holds it, None in the others.
+
+    The G samples of a group share their prompt; indexing it once per group instead of G
+    times takes a fifth of the text out of the index (bench/store_ingest.py). A search
+    piece found in the indexed prompt matches every row with the same run, step, group
+    and prompt (`backend.trajectory_query.trajectory_filter`).
+
+    Args:
+        seen: the (step, group_idx, prompt) keys of the rows written so far by this writer
+            (one `Store.record_trajectories` call, one import); the key is added to it.
+        step, group_idx: the row's step and group.
+        prompt: the prompt as stored (a str; None or empty: nothing to index).
+
+    Returns:
+        `prompt` if no earlier row in `seen` had this key, else None.
+
+    Rows are deleted by whole steps or runs, so a group never loses its first row alone; a
+    raw SQL DELETE of single rows, or UPDATE of ``prompt``, must keep ``prompt_search``
+    on one row of the group.
+    """
+    if not prompt:
+        return None
+    key = (step, group_idx, prompt)
+    if key in seen:
+        return None
+    seen.add(key)
+    return prompt

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from backend.errors import ConfigError, WorkbenchError
 from backend.store import FINISHED_STATUSES, Store, _new_run_id
-from backend.store_common import now, turns_search_text
+from backend.store_common import now, prompt_search_text, turns_search_text
 
 EXPORT_FORMAT = "rlwb-run"
 EXPORT_VERSION = 1
@@ -48,7 +48,17 @@ RUN_TABLES = ("runs", "metrics", "trajectories", "checkpoints", "evaluations", "
 _RENUMBERED = {"trajectories": "id", "sandbox_executions": "id"}  # autoincrement ids, reassigned on import
 #: Columns computed from a row's other columns: left out of the export, recomputed on import
 #: (a file can't set what the search index holds).
-_DERIVED = {"trajectories": {"turns_search": lambda row: turns_search_text(row.get("turns"), row.get("completion"))}}
+_DERIVED = {"trajectories": ("turns_search", "prompt_search")}
+
+
+def _derivers() -> dict[str, dict]:
+    """table -> column -> function(row) computing a `_DERIVED` column on import; fresh
+    state per import (a group's prompt is indexed in its first row only)."""
+    seen: set = set()
+    return {"trajectories": {
+        "turns_search": lambda row: turns_search_text(row.get("turns"), row.get("completion")),
+        "prompt_search": lambda row: prompt_search_text(seen, row.get("step"), row.get("group_idx"),
+                                                        row.get("prompt"))}}
 _LIVE = ("pending", "running")
 _MAX_LINE_CHARS = 64 * 2**20  # one row; a trajectory's turns are far below this
 _BATCH = 200  # rows per INSERT on import
@@ -59,7 +69,7 @@ def _rows(store: Store, table: str, run_id: str) -> Iterator[dict]:
     order = "rowid"
     cur = store.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{key}] = ? ORDER BY {order}", [run_id])
     names = [d[0] for d in cur.description]
-    derived = _DERIVED.get(table, {})
+    derived = _DERIVED.get(table, ())
     for values in cur:
         yield {k: v for k, v in zip(names, values) if k not in derived}
 
@@ -170,6 +180,7 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
     run_id = None
     ended = None
     pending: list[dict] = []
+    derivers = _derivers()
     pending_table = None
 
     def flush() -> None:  # multi-row INSERTs: the search index writes one segment per statement
@@ -214,7 +225,7 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
                     else:
                         row["run_id"] = target
                     row.pop(_RENUMBERED.get(table, ""), None)
-                    for column, compute in _DERIVED.get(table, {}).items():
+                    for column, compute in derivers.get(table, {}).items():
                         row[column] = compute(row)
                     if table != pending_table or len(pending) >= _BATCH:
                         flush()

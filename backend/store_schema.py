@@ -158,10 +158,7 @@ def _migrate_8(db: sqlite_utils.Database) -> None:
     rarer passes: fewer rewrites of the index as a run grows, more segments for a query to
     read. bench/store_ingest.py measures both.
     """
-    db.execute("DROP TRIGGER IF EXISTS trajectories_fts_ai")
-    db.execute("DROP TRIGGER IF EXISTS trajectories_fts_ad")
-    db.execute("DROP TRIGGER IF EXISTS trajectories_fts_au")
-    db.execute("DROP TABLE IF EXISTS trajectories_fts")
+    _drop_search_index(db)
     db["trajectories"].add_column("turns_search", str)
     last = -1
     while True:  # a page of rows at a time: a big store's text needn't fit in memory
@@ -172,7 +169,13 @@ def _migrate_8(db: sqlite_utils.Database) -> None:
         db.conn.executemany("UPDATE trajectories SET turns_search = ? WHERE id = ?",
                             [(turns_search_text(turns, completion), rid) for rid, turns, completion in rows])
         last = rows[-1][0]
-    cols = "prompt, completion, turns_search"
+    _search_index(db, "prompt, completion, turns_search")
+
+
+def _search_index(db: sqlite_utils.Database, cols: str) -> None:
+    """(Re)create ``trajectories_fts``, an FTS5 index with external content over the plain
+    trajectories columns `cols` ("a, b, c"), its triggers, and fill it from the table.
+    ``automerge`` 16 (FTS5's default: 4): fewer, wider merges as a run grows."""
     db.execute(f"CREATE VIRTUAL TABLE trajectories_fts USING fts5({cols}, content='trajectories', "
                "content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
     db.execute("INSERT INTO trajectories_fts (trajectories_fts, rank) VALUES ('automerge', 16)")
@@ -186,7 +189,31 @@ def _migrate_8(db: sqlite_utils.Database) -> None:
                f"BEGIN {remove} {add} END")
 
 
+def _drop_search_index(db: sqlite_utils.Database) -> None:
+    for name in ("ai", "ad", "au"):
+        db.execute(f"DROP TRIGGER IF EXISTS trajectories_fts_{name}")
+    db.execute("DROP TABLE IF EXISTS trajectories_fts")
+
+
+def _migrate_9(db: sqlite_utils.Database) -> None:
+    """Version 9: the search index takes a group's prompt once.
+
+    The G samples of a group share their prompt, so the index held every prompt G times
+    (a fifth of its text in bench/store_ingest.py's workload). The new ``prompt_search``
+    column holds the prompt in the first row (lowest id) of each (run, step, group, prompt)
+    and NULL in the others (`backend.store_common.prompt_search_text`, computed by the
+    writer); the index is over ``prompt_search`` instead of ``prompt``, and a search piece
+    found in a group's indexed prompt matches every row of the group with that prompt
+    (`backend.trajectory_query.trajectory_filter`).
+    """
+    _drop_search_index(db)
+    db["trajectories"].add_column("prompt_search", str)
+    db.execute("UPDATE trajectories SET prompt_search = prompt WHERE id IN "
+               "(SELECT min(id) FROM trajectories GROUP BY run_id, step, group_idx, prompt)")
+    _search_index(db, "prompt_search, completion, turns_search")
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
-    7: _migrate_7, 8: _migrate_8}
+    7: _migrate_7, 8: _migrate_8, 9: _migrate_9}

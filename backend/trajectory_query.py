@@ -17,14 +17,9 @@ LIST_ORDER = "step, group_idx, sample_idx, id"
 _FTS_PIECE = re.compile(r'"([^"]*)"|(\S+)')
 
 
-def fts_query(text: str | None) -> str | None:
-    """The user's search text as a safe FTS5 query, or None if it has no letters or digits.
-
-    Every piece is quoted, so FTS5 syntax in the text (``AND``, ``NEAR``, ``(``, ``:``,
-    ``*``, ``^``, stray quotes) is searched for as plain words and can't be a syntax error.
-    Pieces: a word (all words must occur), a "quoted phrase" (words in that order), a
-    word ending in ``*`` (prefix: ``err*`` finds "error"). Case and accents are ignored.
-    """
+def fts_pieces(text: str | None) -> list[str]:
+    """The user's search text as quoted FTS5 pieces (see `fts_query`); [] if it has no
+    letters or digits."""
     text = (text or "").replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")  # NULs, lone surrogates
     parts = []
     for m in _FTS_PIECE.finditer(text):
@@ -34,7 +29,29 @@ def fts_query(text: str | None) -> str | None:
         if not any(ch.isalnum() for ch in piece):
             continue
         parts.append('"' + piece.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return " ".join(parts) or None
+    return parts
+
+
+def fts_query(text: str | None) -> str | None:
+    """The user's search text as a safe FTS5 query, or None if it has no letters or digits.
+
+    Every piece is quoted, so FTS5 syntax in the text (``AND``, ``NEAR``, ``(``, ``:``,
+    ``*``, ``^``, stray quotes) is searched for as plain words and can't be a syntax error.
+    Pieces: a word (all words must occur), a "quoted phrase" (words in that order), a
+    word ending in ``*`` (prefix: ``err*`` finds "error"). Case and accents are ignored.
+    """
+    return " ".join(fts_pieces(text)) or None
+
+
+#: The trajectories one search piece (parameters: the piece, ``prompt_search : piece``, the
+#: run id) matches: rows whose own indexed text holds it, and every row of a group whose
+#: prompt, indexed in the group's first row only (`backend.store_common.prompt_search_text`),
+#: holds it. A phrase never spans two columns in FTS5, so piece by piece is what one MATCH
+#: of all pieces over the columns of each row found.
+_PIECE_MATCH = ("id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ? UNION ALL "
+                "SELECT s.id FROM trajectories h JOIN trajectories s ON s.run_id = h.run_id AND s.step = h.step "
+                "AND s.group_idx = h.group_idx AND s.prompt = h.prompt "
+                "WHERE h.id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?) AND h.run_id = ?)")
 
 
 def trajectory_filter(
@@ -56,10 +73,10 @@ def trajectory_filter(
             where.append(clause)
             params.append(value)
     if query is not None and query.strip():
-        match = fts_query(query)
-        if match is None:
+        pieces = fts_pieces(query)
+        if not pieces:
             where.append("0")
-        else:
-            where.append("id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?)")
-            params.append(match)
+        for piece in pieces:
+            where.append(_PIECE_MATCH)
+            params += [piece, f"prompt_search : {piece}", run_id]
     return " AND ".join(where), params

@@ -5,7 +5,7 @@
     python bench/store_ingest.py --steps 100 --repeats 3
 
 Workload: each step records 32 groups of 8 multi-turn episodes, 4 turns each (a turn is
-one entry of `Sample.turns`), half terminal episodes (model text with a bash block, the
+one entry of `Sample.turns`), the 8 samples of a group sharing their prompt (as GRPO's do), half terminal episodes (model text with a bash block, the
 command, ~400 characters of output) and half tool-use episodes (a tool call with
 arguments and an observation), the completion holding the whole transcript (~2 KB). Every
 run writes to a fresh database file (WAL, the production schema with its full-text search
@@ -20,7 +20,10 @@ over ``--repeats`` runs.
   index whose trigger walks the turns JSON with json_tree and indexes every string of it.
 * new: the current `Store.record_trajectories` on the current schema: one multi-row
   INSERT per step; the index takes from the turns only the text the completion (the
-  whole transcript) lacks (`turns_search`), and merges segments 16 at a time.
+  whole transcript) lacks (`turns_search`) and a group's prompt once (`prompt_search`, in
+  the group's first row; a search word found there matches the whole group), and merges
+  segments 16 at a time. The baseline store searches as version 7 did: one MATCH over each
+  row's own columns.
 * "new, no search index": the new path with the FTS insert trigger dropped. Not a valid
   store; it only shows how much of the time the search index takes.
 
@@ -114,7 +117,7 @@ def episode(rng: random.Random, step: int, group: int, index: int):
     transcript.append(last["text"])
     reward = float(rng.random() < 0.4)
     return Sample(domain="sql_tools" if tool else "terminal_files", task_seed=step * 1000 + group, group=group,
-                  index=index, prompt=prose(rng, 100), prompt_ids=[0] * 180,
+                  index=index, prompt=prose(random.Random(f"{step}/{group}"), 100), prompt_ids=[0] * 180,
                   completion=Completion([0] * 500, [], "\n".join(transcript), "stop" if rng.random() < 0.8 else "length"),
                   reward=reward, breakdown={"correct": reward, "turns": TURNS}, advantage=reward - 0.4,
                   answer="42" if tool else "ok", turns=turns, difficulty=rng.randint(1, 3))
@@ -139,6 +142,24 @@ def store_class(name: str):
 
     class StoreV7(Store):
         SCHEMA_VERSION = 7
+
+        def trajectories(self, run_id: str, *, query: str | None = None, limit: int = 500, offset: int = 0,
+                         **filters) -> list[dict]:
+            """BASELINE search of version 7: one MATCH of every piece over each row's own
+            columns (each row indexed its prompt)."""
+            if query is None or not query.strip():
+                return super().trajectories(run_id, limit=limit, offset=offset, **filters)
+            from backend.store import _decode_all
+            from backend.trajectory_query import LIST_ORDER, fts_query, trajectory_filter
+
+            match = fts_query(query)
+            if match is None:
+                return []
+            where, params = trajectory_filter(run_id, **filters)
+            rows = self.db.query(f"SELECT * FROM trajectories WHERE {where} AND id IN (SELECT rowid FROM "
+                                 f"trajectories_fts WHERE trajectories_fts MATCH ?) ORDER BY {LIST_ORDER} "
+                                 "LIMIT ? OFFSET ?", [*params, match, limit, offset])
+            return [_decode_all(r) for r in rows]
 
     return StoreV7
 

@@ -347,8 +347,8 @@ def tool_metrics(samples: list[Sample], key: str) -> dict[str, float]:
 
 
 def engine_options(cfg: RunConfig, model_path) -> dict:
-    """The rollout engine's options for a run (`open_engine`'s **kw): vLLM's memory share and
-    eager mode, and for mixes with retrieval domains the context window they need (checked
+    """The rollout engine's options for a run (`open_engine`'s **kw): vLLM's memory share,
+    eager mode and tensor parallel size, and for mixes with retrieval domains the context window they need (checked
     against the model's before anything starts).
 
     Raises:
@@ -358,7 +358,8 @@ def engine_options(cfg: RunConfig, model_path) -> dict:
         get_domain(name).kind == "retrieval" for name in cfg.domain_specs()) else None
     if cfg.rollout_engine != "vllm":
         return {}
-    kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile}
+    kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile,
+          "tensor_parallel_size": cfg.tensor_parallel_size}
     if window is not None:
         kw["max_model_len"] = window
     return kw

@@ -174,9 +174,10 @@ def _where() -> dict:
             "hostname": socket.gethostname(), "pid": os.getpid()}
 
 
-def _options(resource: str, count: int, gpus: bool) -> list[dict]:
+def _options(resource: str, count: int, gpus: int) -> list[dict]:
     """Actor options for `count` workers of a role: one unit of `resource` each where the
-    cluster advertises it, else SPREAD over the nodes (and a GPU each where asked).
+    cluster advertises it, else SPREAD over the nodes; `gpus` GPUs each where the cluster
+    has that many (a vLLM worker with tensor_parallel_size N asks for N), none for 0.
 
     Raises:
         ConfigError: the cluster advertises fewer units of `resource` than `count`.
@@ -184,8 +185,8 @@ def _options(resource: str, count: int, gpus: bool) -> list[dict]:
     ray = _ray()
     have = ray.cluster_resources()
     opts: dict = {"num_cpus": 0}
-    if gpus and have.get("GPU", 0) >= 1:
-        opts["num_gpus"] = 1
+    if gpus and have.get("GPU", 0) >= gpus:
+        opts["num_gpus"] = gpus
     if resource in have:
         if have[resource] < count:
             raise ConfigError(f"{count} {resource} workers asked for, but the cluster's nodes advertise only "
@@ -292,7 +293,7 @@ class RayRolloutEngine(RolloutEngine):
         actors: list = []
         try:
             remote = ray.remote(RolloutWorker)
-            actors = [remote.options(**o).remote() for o in _options(ROLLOUT_RESOURCE, workers, gpus=True)]
+            actors = [remote.options(**o).remote() for o in _options(ROLLOUT_RESOURCE, workers, gpus=int(kw.get("tensor_parallel_size") or 1))]
             places = _get([a.start.remote(kind, str(model_path), seed + r, dtype, dict(kw))
                            for r, a in enumerate(actors)], "a rollout worker", EngineError, START_TIMEOUT_S)
         except BaseException:
@@ -489,7 +490,7 @@ class RaySandboxPool:
         try:
             remote = ray.remote(SandboxWorker)
             actors = [remote.options(max_concurrency=2 * n + 4, **o).remote()
-                      for n, o in zip(slices, _options(SANDBOX_RESOURCE, workers, gpus=False))]
+                      for n, o in zip(slices, _options(SANDBOX_RESOURCE, workers, gpus=0))]
             places = _get([a.start.remote(backend, spec, n) for a, n in zip(actors, slices)], "a sandbox worker",
                           SandboxError, START_TIMEOUT_S)
         except BaseException:

@@ -398,6 +398,53 @@ def test_migration_to_version_8_indexes_the_turns_text_once(tmp_path):
         assert [t["step"] for t in store.trajectories("r1", query="wapiti")] == [1]
 
 
+def group_samples(step_prompt: str, completions: list[str], group: int = 0) -> list[Sample]:
+    """One group whose samples share `step_prompt` (as GRPO's do), one per completion."""
+    out = make_samples(group, [1.0] * len(completions))
+    for s, text in zip(out, completions):
+        s.prompt, s.completion.text = step_prompt, text
+    return out
+
+
+def test_a_groups_prompt_is_indexed_once_and_found_in_every_sample(store):
+    rid = store.create_run("demo", {}, 2)
+    store.record_trajectories(rid, 1, group_samples("Sort the okapi list", ["alpha", "beta gamma", "delta"])
+                              + group_samples("Count the lemurs", ["beta"], group=1))
+    store.record_trajectories(rid, 2, group_samples("Sort the okapi list", ["beta"]))
+    store.record_trajectories(rid, 2, group_samples("Sort the okapi list", ["epsilon"]))  # the group, again
+    found = lambda q: [(t["step"], t["group_idx"], t["sample_idx"]) for t in store.trajectories(rid, query=q)]  # noqa: E731
+    assert found("okapi") == [(1, 0, 0), (1, 0, 1), (1, 0, 2), (2, 0, 0), (2, 0, 0)]
+    assert found("okapi beta") == [(1, 0, 1), (2, 0, 0)]  # the prompt from the group, "beta" from the sample
+    assert found('"the okapi" gam*') == [(1, 0, 1)] and found("okap* delta") == [(1, 0, 2)]
+    assert found("lemurs beta") == [(1, 1, 0)] and found("okapi lemurs") == [] and found("alpha beta") == []
+    assert store.count_trajectories(rid, query="okapi") == 5
+    held = store.db.execute("SELECT step, group_idx, prompt_search FROM trajectories WHERE prompt_search IS NOT NULL "
+                            "ORDER BY id").fetchall()
+    assert held == [(1, 0, "Sort the okapi list"), (1, 1, "Count the lemurs"), (2, 0, "Sort the okapi list"),
+                    (2, 0, "Sort the okapi list")]  # once per group and call (a second call can't see the first)
+    assert "prompt_search" not in store.trajectory(1) and "prompt_search" not in store.group(rid, 1, 0)[1]
+    store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('integrity-check')")
+    different = make_samples(3, [1.0, 0.0])  # one group, two prompts: each is indexed
+    store.record_trajectories(rid, 2, different)
+    assert found('"What is 3 + 1"') == [(2, 3, 1)] and found('"What is 3 + 0"') == [(2, 3, 0)]
+
+
+def test_migration_to_version_9_indexes_each_groups_prompt_once(tmp_path):
+    path = tmp_path / "v8.db"
+    db = old_store(path, 8)
+    for i, (group, prompt) in enumerate([(0, "sort the okapi list")] * 3 + [(1, "count the lemurs")]):
+        db["trajectories"].insert({"run_id": "r1", "step": 1, "domain": "d", "group_idx": group, "sample_idx": i,
+                                   "prompt": prompt, "completion": f"answer {i}", "reward": 0.0})
+    db.close()
+    with Store(path) as store:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == Store.SCHEMA_VERSION >= 9
+        assert store.db.execute("SELECT id, prompt_search FROM trajectories WHERE prompt_search IS NOT NULL").fetchall() \
+            == [(1, "sort the okapi list"), (4, "count the lemurs")]
+        assert [t["sample_idx"] for t in store.trajectories("r1", query="okapi")] == [0, 1, 2]
+        assert [t["sample_idx"] for t in store.trajectories("r1", query="okapi 2")] == [2]
+        store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('integrity-check')")
+
+
 def test_export_leaves_out_turns_search_and_import_recomputes_it(tmp_path):
     import gzip
 
@@ -405,16 +452,19 @@ def test_export_leaves_out_turns_search_and_import_recomputes_it(tmp_path):
 
     with Store(tmp_path / "a.db") as store:
         rid = store.create_run("demo", {}, 1)
-        store.record_trajectories(rid, 1, episode_samples())
+        store.record_trajectories(rid, 1, episode_samples() + group_samples("Sort the okapi list", ["a", "b"], 1))
         store.update_run(rid, status="completed")
         export_run(store, rid, tmp_path / "run.rlwb.jsonl.gz")
     lines = [json.loads(x) for x in gzip.decompress((tmp_path / "run.rlwb.jsonl.gz").read_bytes()).splitlines()]
     rows = [x["row"] for x in lines if x.get("table") == "trajectories"]
-    assert len(rows) == 3 and not any("turns_search" in r for r in rows)
-    rows[0]["turns_search"] = "planted"  # a file can't set what the index holds
+    assert len(rows) == 5 and not any("turns_search" in r or "prompt_search" in r for r in rows)
+    rows[0]["turns_search"] = rows[1]["prompt_search"] = "planted"  # a file can't set what the index holds
     body = [json.dumps(x) for x in lines]
     (tmp_path / "edited.rlwb.jsonl.gz").write_bytes(gzip.compress(("\n".join(body) + "\n").encode()))
     with Store(tmp_path / "b.db") as store:
         import_run(store, tmp_path / "edited.rlwb.jsonl.gz")
         assert [t["sample_idx"] for t in store.trajectories(rid, query="quokka")] == [0]  # from the turns only
         assert store.trajectories(rid, query="planted") == []
+        assert [t["sample_idx"] for t in store.trajectories(rid, query='"What is 0 + 1"')] == [1]  # own prompts
+        assert [(t["group_idx"], t["sample_idx"]) for t in store.trajectories(rid, query="okapi")] == [(1, 0), (1, 1)]
+        assert store.db.execute("SELECT count(prompt_search) FROM trajectories").fetchone()[0] == 4  # 3 + 1 group

@@ -6,6 +6,7 @@ text the completion lacks), edge cases included. No timings here: the speed is
 bench/store_ingest.py's business."""
 
 import random
+import re
 
 import pytest
 
@@ -32,16 +33,23 @@ def record_both(tmp_path, steps: list[list[Sample]]) -> tuple[Store, Store, str]
 
 def contents(store: Store, rid: str) -> dict:
     """Everything a reader can see of a run's trajectories: raw rows (id included, time
-    left out), decoded rows, search hits, and which words the search index holds for which
-    trajectory (the columns and positions differ: version 8 indexes turn text once)."""
-    columns = ", ".join(c for c in store_module.TRAJECTORY_COLUMNS if c not in ("created_at", "turns_search"))
+    left out), decoded rows, search hits, which words the search index holds for which
+    trajectory outside its prompt (the columns and positions differ: version 8 indexes turn
+    text once), and which prompt words for which (step, group, prompt) (version 9 indexes
+    a group's prompt in its first row only)."""
+    derived = ("created_at", "turns_search", "prompt_search")
+    columns = ", ".join(c for c in store_module.TRAJECTORY_COLUMNS if c not in derived)
     raw = list(store.db.execute(f"SELECT id, {columns} FROM trajectories ORDER BY id"))
     decoded = [{k: v for k, v in t.items() if k != "created_at"} for t in store.trajectories(rid, limit=100_000)]
     hits = {q: [t["id"] for t in store.trajectories(rid, query=q, limit=100_000)] for q in QUERIES}
     store.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, trajectories_fts, instance)")
-    terms = list(store.db.execute("SELECT DISTINCT term, doc FROM temp.vocab ORDER BY term, doc"))
+    terms = list(store.db.execute("SELECT DISTINCT term, doc FROM temp.vocab WHERE col NOT IN ('prompt', "
+                                  "'prompt_search') ORDER BY term, doc"))
+    prompt_terms = list(store.db.execute(
+        "SELECT DISTINCT v.term, t.step, t.group_idx, t.prompt FROM temp.vocab v JOIN trajectories t ON t.id = v.doc "
+        "WHERE v.col IN ('prompt', 'prompt_search') ORDER BY 1, 2, 3, 4"))
     docs = list(store.db.execute("SELECT id FROM trajectories_fts_docsize ORDER BY id"))
-    return {"raw": raw, "decoded": decoded, "hits": hits, "terms": terms, "docs": docs}
+    return {"raw": raw, "decoded": decoded, "hits": hits, "terms": terms, "prompt_terms": prompt_terms, "docs": docs}
 
 
 def assert_same(tmp_path, steps: list[list[Sample]]) -> dict:
@@ -74,6 +82,38 @@ def test_a_realistic_step_matches_the_old_path(tmp_path):
     got = assert_same(tmp_path, steps)
     assert len(got["raw"]) == 48 + 48 + 5 and got["hits"]["quokka"] and got["hits"]["marmoset"]
     assert got["decoded"][0]["turns"] == steps[0][0].turns  # the turns round-trip
+
+
+def test_words_of_a_groups_prompt_and_of_one_samples_completion_find_what_they_found_before(tmp_path):
+    """Version 9 indexes a group's prompt in its first row only: a search that needs a
+    prompt word and a word of one later sample's own text still finds that sample, and
+    finds exactly what the old index (every row's prompt) found."""
+    rng = random.Random(5)
+    steps = [[episode(rng, step, i // 8, i % 8) for i in range(32)] for step in (1, 2)]
+    old, new, rid = record_both(tmp_path, steps)
+    try:
+        words = lambda text: set(re.findall(r"[a-z]+", text.lower()))  # noqa: E731
+        queries, wanted = [], []
+        for s in (steps[0][3], steps[0][13], steps[1][30]):  # sample_idx 3, 5, 6: none holds the prompt
+            own = words(s.completion.text) - words(s.prompt)
+            prompt_only = words(s.prompt) - words(s.completion.text)
+            pw, cw = max(prompt_only, key=len), max(own, key=len)
+            queries += [f"{pw} {cw}", f'"{pw}" {cw[:4]}*', f"{pw[:3]}* {cw}"]
+            wanted.append(cw)
+        other = max(words(steps[0][20].prompt) - words(steps[0][3].prompt), key=len)
+        queries.append(f"{other} {wanted[0]}")  # a word of another group's prompt
+        for q in queries:
+            hits = [(t["step"], t["group_idx"], t["sample_idx"]) for t in new.trajectories(rid, query=q, limit=10_000)]
+            assert hits == [(t["step"], t["group_idx"], t["sample_idx"])
+                            for t in old.trajectories(rid, query=q, limit=10_000)], q
+        found = {q: [(t["step"], t["group_idx"], t["sample_idx"]) for t in new.trajectories(rid, query=q)]
+                 for q in queries}
+        assert (1, 0, 3) in found[queries[0]] and (1, 1, 5) in found[queries[3]] and (2, 3, 6) in found[queries[6]]
+        assert (1, 0, 3) in found[queries[1]] and (1, 0, 3) in found[queries[2]]
+        assert new.db.execute("SELECT count(*) FROM trajectories WHERE prompt_search IS NOT NULL").fetchone()[0] == 8
+    finally:
+        old.close()
+        new.close()
 
 
 def test_edge_cases_match_the_old_path(tmp_path):

@@ -22,6 +22,7 @@ from backend.domains import get_domain
 from backend.errors import ConfigError
 from sandboxes.pool import SandboxPool, Scheduler
 from trainer.episodes import SandboxRuntime, rollout_episodes, sandbox_spec
+from trainer.loop import engine_options
 from trainer.ray_scheduler import RayRolloutEngine, RaySandboxPool, split
 from trainer.rollout import open_engine
 
@@ -126,6 +127,29 @@ def test_config_fields_and_their_errors(tiny_model_dir):
         parse_config({**base, "scheduler": "ray", "sandbox_workers": 3, "sandbox_pool_size": 2})
     with pytest.raises(ConfigError, match="field 'scheduler'"):
         parse_config({**base, "scheduler": "slurm"})
+    cfg = parse_config({**base, "tensor_parallel_size": 2})  # GPUs are checked when the engine starts
+    assert engine_options(cfg, tiny_model_dir)["tensor_parallel_size"] == 2
+    with pytest.raises(ConfigError, match="field 'tensor_parallel_size': .*applies to rollout_engine: vllm"):
+        parse_config({**base, "tensor_parallel_size": 2, "rollout_engine": "hf"})
+    with pytest.raises(ConfigError, match="field 'tensor_parallel_size'"):
+        parse_config({**base, "tensor_parallel_size": 0})
+
+
+def test_a_rollout_worker_asks_for_its_tensor_parallel_gpus(monkeypatch):
+    from trainer import ray_scheduler
+
+    class Cluster:
+        def __init__(self, have):
+            self.have = have
+
+        def cluster_resources(self):
+            return self.have
+
+    monkeypatch.setattr(ray_scheduler, "_ray", lambda: Cluster({"CPU": 16, "GPU": 4, "rollout": 2}))
+    assert ray_scheduler._options("rollout", 2, gpus=2) == [{"num_cpus": 0, "num_gpus": 2, "resources": {"rollout": 1}}] * 2
+    assert ray_scheduler._options("rollout", 1, gpus=0) == [{"num_cpus": 0, "resources": {"rollout": 1}}]
+    monkeypatch.setattr(ray_scheduler, "_ray", lambda: Cluster({"CPU": 2, "rollout": 1}))  # CPU only: no GPU asked
+    assert ray_scheduler._options("rollout", 1, gpus=1) == [{"num_cpus": 0, "resources": {"rollout": 1}}]
 
 
 def test_unreachable_address_is_a_clear_error_not_a_local_fallback(tiny_model_dir):

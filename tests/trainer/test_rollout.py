@@ -162,6 +162,19 @@ def test_vllm_engine_rejects_non_positive_scheduler_options(tiny_model_dir, opti
         VLLMEngine(tiny_model_dir, **{option: 0})
 
 
+def test_vllm_engine_refuses_tensor_parallelism_it_cannot_run(tiny_model_dir):
+    pytest.importorskip("vllm")
+    from vllm.platforms import current_platform
+
+    from trainer.rollout.vllm_engine import VLLMEngine
+
+    with pytest.raises(EngineError, match="tensor_parallel_size must be a positive integer"):
+        VLLMEngine(tiny_model_dir, tensor_parallel_size=0)
+    want = "runs on the CPU; set tensor_parallel_size: 1" if current_platform.is_cpu() else "GPUs are visible"
+    with pytest.raises(EngineError, match=want):
+        VLLMEngine(tiny_model_dir, tensor_parallel_size=64)
+
+
 def test_hf_engine_rejects_unknown_weight_names(hf_engine):
     with pytest.raises(EngineError, match="lacks"):
         hf_engine.update_weights([("model.no_such.weight", torch.zeros(2))])

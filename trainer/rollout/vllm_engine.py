@@ -12,8 +12,10 @@ same weights, so the importance ratio pi_new / pi_old compares like with like. W
 sampling at temperature != 1 or top_p < 1 these are therefore *not* the probabilities the
 sampler actually drew from ("processed_logprobs" would give those).
 
-Not covered: tensor parallelism across GPUs (``tensor_parallel_size`` is not exposed yet),
-LoRA, and per-request seeds (vLLM's CPU build crashes on them; the engine is seeded once).
+Tensor parallelism (``tensor_parallel_size`` N > 1) runs on N GPUs: vLLM then starts N
+worker processes, and `update_weights` sends the weights to each of them (pickled through
+vLLM's message queue rather than handed over in process). Not covered: tensor parallelism
+on the CPU build (refused: the CPU path is tested with 1), LoRA, and per-request seeds (vLLM's CPU build crashes on them; the engine is seeded once).
 A script using it needs an ``if __name__ == "__main__":`` guard.
 """
 
@@ -58,6 +60,22 @@ def _reload_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> None:
     worker.reload_weights(weights_iterator=iter(weights))
 
 
+def _check_tensor_parallel(size) -> None:
+    """Raise EngineError unless `size` GPUs are there for vLLM's tensor parallelism (1: any
+    machine)."""
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise EngineError(f"tensor_parallel_size must be a positive integer, got {size!r}")
+    if size == 1:
+        return
+    if current_platform.is_cpu():
+        raise EngineError(f"tensor_parallel_size {size} needs {size} GPUs, but this vLLM runs on the CPU; "
+                          "set tensor_parallel_size: 1")
+    visible = torch.cuda.device_count()
+    if visible < size:
+        raise EngineError(f"tensor_parallel_size {size} needs {size} GPUs, but {visible} are visible "
+                          f"(CUDA_VISIBLE_DEVICES); set tensor_parallel_size: {max(visible, 1)} or free GPUs")
+
+
 class VLLMEngine(RolloutEngine):
     """Rollouts on an in-process `vllm.LLM`.
 
@@ -86,9 +104,12 @@ class VLLMEngine(RolloutEngine):
             None keeps vLLM's default.
         max_num_batched_tokens: token budget of one engine step (prefill chunks plus one
             token per decoding sequence; vLLM's CPU default is 4096). None keeps vLLM's.
+        tensor_parallel_size: GPUs the model is split over (Megatron-style tensor
+            parallelism, Shoeybi et al. 2019, arXiv:1909.08053); 1 on CPU.
 
     Raises:
-        EngineError: unknown dtype, or vLLM failed to start (the message names the fix).
+        EngineError: unknown dtype, tensor_parallel_size above the GPUs visible (or above 1
+            on CPU), or vLLM failed to start (the message names the fix).
     """
 
     name = "vllm"
@@ -105,9 +126,11 @@ class VLLMEngine(RolloutEngine):
         block_size: int | None = DEFAULT_BLOCK_SIZE,
         max_num_seqs: int | None = None,
         max_num_batched_tokens: int | None = None,
+        tensor_parallel_size: int = 1,
     ) -> None:
         if dtype not in _DTYPES:
             raise EngineError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        _check_tensor_parallel(tensor_parallel_size)
         for field, value in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
                              ("max_num_batched_tokens", max_num_batched_tokens)):
             if value is not None and value < 1:
@@ -136,6 +159,7 @@ class VLLMEngine(RolloutEngine):
                 enable_prefix_caching=enable_prefix_caching,
                 logprobs_mode="raw_logprobs",
                 enforce_eager=enforce_eager,
+                tensor_parallel_size=tensor_parallel_size,
                 **sched,
             )
         except Exception as e:  # vLLM raises many types at start-up
