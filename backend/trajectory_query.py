@@ -29,7 +29,7 @@ def fts_pieces(text: str | None) -> list[str]:
         if not any(ch.isalnum() for ch in piece):
             continue
         parts.append('"' + piece.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return parts
+    return list(dict.fromkeys(parts))  # a piece given twice is one condition
 
 
 def fts_query(text: str | None) -> str | None:
@@ -44,14 +44,27 @@ def fts_query(text: str | None) -> str | None:
 
 
 #: The trajectories one search piece (parameters: the piece, ``prompt_search : piece``, the
-#: run id) matches: rows whose own indexed text holds it, and every row of a group whose
-#: prompt, indexed in the group's first row only (`backend.store_common.prompt_search_text`),
-#: holds it. A phrase never spans two columns in FTS5, so piece by piece is what one MATCH
-#: of all pieces over the columns of each row found.
-_PIECE_MATCH = ("id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ? UNION ALL "
-                "SELECT s.id FROM trajectories h JOIN trajectories s ON s.run_id = h.run_id AND s.step = h.step "
-                "AND s.group_idx = h.group_idx AND s.prompt = h.prompt "
-                "WHERE h.id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?) AND h.run_id = ?)")
+#: run id) matches: rows whose own indexed text holds it, or whose group's prompt, indexed in
+#: the group's first row only (`backend.store_common.prompt_search_text`), holds it. A
+#: phrase never spans two columns in FTS5, so piece by piece is what one MATCH of all pieces
+#: over the columns of each row found. The group is looked up per row (EXISTS) and only for
+#: rows whose own text lacks the piece; pieces are ANDed left to right, so a row that misses
+#: one piece is not checked for the rest. ``IS`` rather than ``=``: rows without a step or
+#: group (written by hand) form one group, as the migration and the import count them.
+_PIECE_MATCH = ("(id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?) OR EXISTS ("
+                "SELECT 1 FROM trajectories h WHERE h.run_id = trajectories.run_id "
+                "AND h.step IS trajectories.step AND h.group_idx IS trajectories.group_idx "
+                "AND h.prompt IS trajectories.prompt "
+                "AND h.id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?) AND h.run_id = ?))")
+
+
+def _all_of(clauses: list[str]) -> str:
+    """``clauses`` joined by AND as a balanced tree: a left-deep chain of a thousand
+    search pieces exceeds SQLite's expression depth (1000)."""
+    if len(clauses) <= 8:
+        return " AND ".join(clauses)
+    half = len(clauses) // 2
+    return f"({_all_of(clauses[:half])}) AND ({_all_of(clauses[half:])})"
 
 
 def trajectory_filter(
@@ -76,7 +89,8 @@ def trajectory_filter(
         pieces = fts_pieces(query)
         if not pieces:
             where.append("0")
+        else:
+            where.append(_all_of([_PIECE_MATCH] * len(pieces)))
         for piece in pieces:
-            where.append(_PIECE_MATCH)
             params += [piece, f"prompt_search : {piece}", run_id]
     return " AND ".join(where), params

@@ -429,6 +429,18 @@ def test_a_groups_prompt_is_indexed_once_and_found_in_every_sample(store):
     assert found('"What is 3 + 1"') == [(2, 3, 1)] and found('"What is 3 + 0"') == [(2, 3, 0)]
 
 
+def test_a_long_search_finds_what_its_words_find(store):
+    """A piece repeated counts once; 1,200 distinct pieces stay within SQLite's expression
+    depth (1000) and still mix the group's prompt with the sample's own words."""
+    rid = store.create_run("demo", {}, 1)
+    words = [f"w{i}" for i in range(1200)]
+    store.record_trajectories(rid, 1, group_samples("Sort the okapi list", ["alpha", " ".join(words), "w1 beta"]))
+    found = lambda q: [t["sample_idx"] for t in store.trajectories(rid, query=q)]  # noqa: E731
+    assert found("okapi " * 2000) == [0, 1, 2] and found("beta okapi beta " * 500) == [2]
+    assert found(" ".join(["okapi", *words])) == [1] and found(" ".join(["lemur", *words])) == []
+    assert store.count_trajectories(rid, query=" ".join(["sort", *words, "list"])) == 1
+
+
 def test_migration_to_version_9_indexes_each_groups_prompt_once(tmp_path):
     path = tmp_path / "v8.db"
     db = old_store(path, 8)
@@ -443,6 +455,21 @@ def test_migration_to_version_9_indexes_each_groups_prompt_once(tmp_path):
         assert [t["sample_idx"] for t in store.trajectories("r1", query="okapi")] == [0, 1, 2]
         assert [t["sample_idx"] for t in store.trajectories("r1", query="okapi 2")] == [2]
         store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('integrity-check')")
+
+
+def test_rows_without_a_step_or_group_share_their_prompt_after_migration(tmp_path):
+    """Rows written by hand without a step or group count as one group in the migration, and
+    search finds the prompt in each of them (NULL = NULL is not true in SQL; IS is)."""
+    path = tmp_path / "v8.db"
+    db = old_store(path, 8)
+    for i in range(3):
+        db["trajectories"].insert({"run_id": "r1", "step": None, "domain": "d", "group_idx": None, "sample_idx": i,
+                                   "prompt": "sort the okapi list", "completion": f"answer {i}", "reward": 0.0})
+    db.close()
+    with Store(path) as store:
+        assert store.db.execute("SELECT count(*) FROM trajectories WHERE prompt_search IS NOT NULL").fetchone() == (1,)
+        assert [t["sample_idx"] for t in store.trajectories("r1", query="okapi")] == [0, 1, 2]
+        assert [t["sample_idx"] for t in store.trajectories("r1", query="okapi 1")] == [1]
 
 
 def test_export_leaves_out_turns_search_and_import_recomputes_it(tmp_path):
