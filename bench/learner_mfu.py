@@ -69,6 +69,20 @@ def load_average() -> str:
     return f"load average (1, 5, 15 min): {one:.1f} {five:.1f} {fifteen:.1f}"
 
 
+def cpu_features() -> str:
+    """What this CPU's kernels can use: PyTorch's dispatch level (DEFAULT, AVX2, AVX512,
+    AVX512_VNNI...) and the bf16 instructions the kernel reports. Machines of the same kind
+    differ here, and fp32 and bf16 speeds with them: compare figures only between like CPUs."""
+    import torch
+
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    bf16 = [f for f in ("avx512_bf16", "amx_bf16") if f in flags] or ["none"]
+    return f"cpu: torch capability {torch.backends.cpu.get_cpu_capability()}, bf16 instructions: {' '.join(bf16)}"
+
+
 def completion_length(rng: random.Random, cap: int) -> int:
     """A completion length (tokens) drawn as in the recorded quickstart run: 28% at the
     cap, 44% from 3-7 tokens, the rest uniform below the cap."""
@@ -293,6 +307,7 @@ def run(args, device: str, tmp: Path) -> None:
     batches = [LearnerBatch(**b) for b in build_batches(cfg, tokenizer, args.steps + 1)]
     lengths = torch.cat([b.attention_mask.sum(1) for b in batches])
     naive = 1 - sum(b.num_tokens for b in batches) / sum(b.input_ids.numel() for b in batches)
+    print(cpu_features())
     print(load_average())
     print(f"model {model_path}  {cfg.sequences_per_step} sequences per step (micro-batch {cfg.micro_batch_size}), "
           f"{cfg.dtype}, ZeRO-{cfg.zero_stage}, kl_coef {cfg.kl_coef:g} (reference forward counted: "
