@@ -26,7 +26,9 @@ fi
 if command -v dockerd >/dev/null && ! docker info >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     echo "sandbox engine: starting dockerd (log: $LOG)"
-    nohup dockerd >"$LOG" 2>&1 &
+    # its own session: a signal to the caller's process group (Ctrl-C, `timeout make ...`)
+    # must not take the engine down with the command that started it
+    setsid nohup dockerd >"$LOG" 2>&1 </dev/null &
     for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   fi
 fi
