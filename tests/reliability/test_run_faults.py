@@ -81,7 +81,8 @@ def _kill_mid_checkpoint(store: Store, run_id: str, ckpt_root: Path, steps: int)
     """Wait for the first checkpoint, then kill -9 the run's process the moment a later
     checkpoint's temporary directory appears. Returns (the step it was writing, whether the
     kill landed mid-write: the temporary directory is still there and the step's is not)."""
-    _wait("a first checkpoint", lambda: store.checkpoints(run_id) or store.get_run(run_id)["status"] == "failed")
+    _wait("a first checkpoint", lambda: store.checkpoints(run_id) or store.get_run(run_id)["status"] == "failed",
+          poll_s=0.005)
     run = store.get_run(run_id)
     assert run["status"] == "running", run
     pid = run["pid"]
@@ -95,19 +96,21 @@ def _kill_mid_checkpoint(store: Store, run_id: str, ckpt_root: Path, steps: int)
                 return step, tmp.exists() and not final.exists()
             time.sleep(0.0005)
     os.kill(pid, signal.SIGKILL)  # every later write was missed: a plain kill -9 between steps
+    _wait("the process to die", lambda: not process_alive(pid), timeout_s=30, poll_s=0.05)
     return -1, False
 
 
 def test_kill_9_of_the_training_process_mid_checkpoint_then_cli_resume(tiny_model_dir, tmp_path, fault):
     from backend.runs import launch
 
-    cfg = _config(tiny_model_dir, tmp_path / "out", "kill9", steps=STEPS)
+    steps = 2 * STEPS  # checkpoint writes to aim at: on a fast host a tiny run's write takes milliseconds
+    cfg = _config(tiny_model_dir, tmp_path / "out", "kill9", steps=steps)
     db = tmp_path / "wb.db"
     with Store(db) as store:
         run_id = launch(cfg, store)
         ckpt_root = tmp_path / "out" / run_id / "checkpoints"
         try:
-            step, mid_write = _kill_mid_checkpoint(store, run_id, ckpt_root, STEPS)
+            step, mid_write = _kill_mid_checkpoint(store, run_id, ckpt_root, steps)
             fault.inject(f"kill -9 of the background training process while writing checkpoint step-{step}"
                          if mid_write else "kill -9 of the background training process (between checkpoints)")
             # its heartbeat stops; the liveness check (page, CLI) marks it failed with the last step
@@ -115,7 +118,7 @@ def test_kill_9_of_the_training_process_mid_checkpoint_then_cli_resume(tiny_mode
             assert refresh_liveness(store) == [run_id]
             failed = store.get_run(run_id)
             assert failed["status"] == "failed"
-            assert f"last completed step {failed['step']} of {STEPS}" in failed["error"]
+            assert f"last completed step {failed['step']} of {steps}" in failed["error"]
             assert f"rlwb runs resume {run_id}" in failed["error"]
             point = ResumePoint.latest(store.checkpoints(run_id))
             assert (point.path / TRAINER_STATE).is_file()
@@ -161,7 +164,7 @@ def _fill(disk: Path) -> Path:
 
 def test_full_disk_during_a_checkpoint_keeps_the_previous_one_and_fails_clearly(tiny_model_dir, tmp_path, small_disk,
                                                                                fault):
-    steps = 4
+    steps = 6  # six tiny checkpoints (1.7 MB each) fit the 16 MiB disk: only the filler fills it
     cfg_path = tmp_path / "run.yaml"
     cfg_path.write_text(
         f"name: fulldisk\nmodel: {tiny_model_dir}\nsteps: {steps}\ndomains: [chain_sum, basic_arithmetic]\n"
@@ -176,8 +179,12 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_and_fails_clearly(
     try:
         with Store(db) as store:
             run_id = _wait("the run row", lambda: (store.list_runs() or [{}])[0].get("id"))
-            _wait("a first checkpoint", lambda: store.checkpoints(run_id) or proc.poll() is not None)
-            filler = _fill(small_disk)
+            _wait("a first checkpoint", lambda: store.checkpoints(run_id) or proc.poll() is not None, poll_s=0.005)
+            os.kill(proc.pid, signal.SIGSTOP)  # a fast host would finish the run while the disk fills
+            try:
+                filler = _fill(small_disk)
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
             fault.inject("ENOSPC: the run's checkpoint disk (16 MiB tmpfs) filled up mid-run")
             proc.wait(timeout=300)
             log.seek(0)
