@@ -31,6 +31,16 @@ def get_store(path: str) -> Store:
     return Store(path)
 
 
+@st.cache_data(ttl=5, show_spinner=False)
+def check_liveness(path: str) -> list[str]:
+    """`backend.runs.refresh_liveness` at most every 5 s: the ids of the runs it marked failed
+    or stopped (their process is gone). Raises WorkbenchError or sqlite3.Error on a store
+    that can't be opened."""
+    from backend.runs import refresh_liveness
+
+    return refresh_liveness(get_store(path))
+
+
 def follow_table_selection(event: Any, ids: list, target_key: str) -> None:
     """Point the selectbox with key `target_key` at the row picked in a ``st.dataframe``.
 

@@ -12,9 +12,8 @@ import sqlite3
 import streamlit as st
 
 from app.auth import require_access
-from app.common import db_path, get_store
+from app.common import check_liveness, db_path
 from backend.errors import WorkbenchError
-from backend.runs import refresh_liveness
 
 st.set_page_config(page_title="RL Workbench", layout="wide")
 require_access()  # with an access token set, nothing below runs until it is given
@@ -34,11 +33,6 @@ page = st.navigation(pages)
 st.sidebar.markdown("### RL Workbench")
 path = db_path()
 st.sidebar.caption(f"Store: `{path}`")
-
-
-@st.cache_data(ttl=5, show_spinner=False)
-def check_liveness(path: str) -> list[str]:
-    return refresh_liveness(get_store(path))
 
 
 try:

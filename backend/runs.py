@@ -125,9 +125,11 @@ def run_foreground(cfg: RunConfig, store: Store,
             train(cfg, store, run_id, on_step=on_step, resume=resume)
     except KeyboardInterrupt as e:
         reason = str(e) if isinstance(e, RunStopped) else "interrupted by the user (Ctrl-C)"
+        store.abandon_write()  # the signal may have landed mid-write: that step is not recorded
         store.set_status(run_id, "stopped", error=f"stopped: {reason}")
         raise
     except BaseException as e:
+        store.abandon_write()
         store.set_status(run_id, "failed", error=failure_reason(e, cfg, run_id), traceback=tb.format_exc())
         raise
     else:
@@ -356,6 +358,7 @@ def _work(run_id: str, resume_run: bool) -> int:
     try:
         return _work_in(store, run_id, resume_run)
     except KeyboardInterrupt:  # stopped before run_foreground took over the run's status
+        store.abandon_write()
         if store.get_run(run_id)["status"] in ("pending", "running"):
             store.set_status(run_id, "stopped", error="stopped: before training started")
         return 130

@@ -181,6 +181,21 @@ class Store(EvalVerbs):
             conn.execute("ROLLBACK")
             raise
 
+    @_locked
+    def abandon_write(self) -> bool:
+        """Roll back a write transaction left open on this connection, e.g. by a stop signal
+        (`backend.runs.RunStopped`, raised at any bytecode) that landed inside library code
+        between a BEGIN and its COMMIT. A later write would otherwise run inside that
+        transaction (sqlite-utils nests it as a savepoint) and be lost when the process ends.
+
+        Returns:
+            True if a transaction was open and is now rolled back.
+        """
+        if not self.db.conn.in_transaction:
+            return False
+        self.db.conn.rollback()
+        return True
+
     def close(self) -> None:
         """Close the connection; the store can't be used afterwards."""
         with self._lock:
@@ -326,8 +341,8 @@ class Store(EvalVerbs):
             with self.db.atomic():
                 yield
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        try:  # BEGIN inside: a stop signal raised just after it must still roll back
+            conn.execute("BEGIN IMMEDIATE")
             yield
         except BaseException:
             if conn.in_transaction:

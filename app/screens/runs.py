@@ -12,7 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from app.charts import facet_chart, line_chart
-from app.common import db_path, follow_table_selection, get_store, load_runs, run_picker, runs_or_notice
+from app.common import (check_liveness, db_path, follow_table_selection, get_store, load_runs, run_picker,
+                        runs_or_notice)
 from backend import runs as run_manager
 from backend import views
 from backend.errors import WorkbenchError
@@ -157,6 +158,9 @@ def show_run(path: str, run_id: str, shown: tuple[str, str] | None = None) -> No
     `shown` is the run's (status, progress) in the runs table above the fragment; when the
     run has moved on, the whole page reruns so the table (and the refresh rate) follow."""
     run = load_run(path, run_id)
+    if run["status"] in ("pending", "running") and run_id in check_liveness(path):
+        load_run.clear()  # its process is gone (killed, or ended without a word): now marked failed or stopped
+        run = load_run(path, run_id)
     if shown is not None and shown != (run["status"], f"{run['step'] or 0}/{run['total_steps'] or 0}"):
         load_runs.clear()
         load_run.clear()  # both fresh after the rerun, so they agree (no rerun loop)

@@ -274,3 +274,34 @@ def test_cli_detach_then_stop_with_the_printed_command(tiny_model_dir, tmp_path,
     with Store(db) as store:
         refresh_liveness(store)
         assert store.get_run(run["id"])["status"] == "stopped"
+
+
+@pytest.mark.parametrize("signal_lands", ["right after BEGIN", "mid-write"])
+def test_a_stop_landing_inside_a_write_still_records_the_run_stopped(tiny_model_dir, tmp_path, monkeypatch,
+                                                                    signal_lands):
+    """SIGTERM raises RunStopped at whatever bytecode runs; one landing between a write's
+    BEGIN and its COMMIT leaves the transaction open. The stopped status is written after it
+    is rolled back, not inside it (where it was lost when the process ended)."""
+    import trainer.loop
+    from backend.config import parse_config
+    from backend.runs import RunStopped, run_foreground
+
+    cfg = parse_config({"name": "stop-mid-write", "model": str(tiny_model_dir), "steps": 2,
+                        "domains": ["chain_sum"], "output_dir": str(tmp_path / "out")})
+
+    def train(cfg, store, run_id, **kw):
+        store.db.conn.execute("BEGIN IMMEDIATE")
+        if signal_lands == "mid-write":
+            store.db.execute("INSERT INTO metrics (run_id, step, name, value) VALUES (?, 1, 'half', 1.0)", [run_id])
+        raise RunStopped("by request (test)")
+
+    monkeypatch.setattr(trainer.loop, "train", train)
+    db = tmp_path / "wb.db"
+    with Store(db) as store:
+        rid = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
+        with pytest.raises(RunStopped):
+            run_foreground(cfg, store, run_id=rid)
+    with Store(db) as other:  # what another process (the page) sees after this one ends
+        run = other.get_run(rid)
+        assert run["status"] == "stopped" and run["error"] == "stopped: by request (test)", run
+        assert other.db.execute("SELECT count(*) FROM metrics WHERE run_id = ?", [rid]).fetchone() == (0,)
