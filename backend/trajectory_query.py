@@ -43,8 +43,8 @@ def fts_query(text: str | None) -> str | None:
     return " ".join(fts_pieces(text)) or None
 
 
-#: The trajectories one search piece (parameters: the piece, ``prompt_search : piece``, the
-#: run id) matches: rows whose own indexed text holds it, or whose group's prompt, indexed in
+#: The trajectories one search piece (parameters: the piece, ``prompt_search : piece``)
+#: matches: rows whose own indexed text holds it, or whose group's prompt, indexed in
 #: the group's first row only (`backend.store_common.prompt_search_text`), holds it. A
 #: phrase never spans two columns in FTS5, so piece by piece is what one MATCH of all pieces
 #: over the columns of each row found. The group is looked up per row (EXISTS) and only for
@@ -55,7 +55,7 @@ _PIECE_MATCH = ("(id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_f
                 "SELECT 1 FROM trajectories h WHERE h.run_id = trajectories.run_id "
                 "AND h.step IS trajectories.step AND h.group_idx IS trajectories.group_idx "
                 "AND h.prompt IS trajectories.prompt "
-                "AND h.id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?) AND h.run_id = ?))")
+                "AND h.id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?)))")
 
 
 def _all_of(clauses: list[str]) -> str:
@@ -92,5 +92,5 @@ def trajectory_filter(
         else:
             where.append(_all_of([_PIECE_MATCH] * len(pieces)))
         for piece in pieces:
-            params += [piece, f"prompt_search : {piece}", run_id]
+            params += [piece, f"prompt_search : {piece}"]
     return " AND ".join(where), params

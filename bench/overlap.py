@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from bench.learner_mfu import load_average  # noqa: E402
 from bench.weight_sync import (  # noqa: E402
     QUICKSTART_RUN,
-    load_average,
     recorded_times,
     run_config,
     spread,

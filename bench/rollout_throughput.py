@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from backend.models import resolve_model
-    from bench.learner_mfu import cpu_features, flop_terms, matmul_peak
+    from bench.learner_mfu import cpu_features, flop_terms, load_average, matmul_peak
     from trainer.rollout import open_engine
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     path = resolve_model(args.model)
     prompts = arithmetic_prompts(AutoTokenizer.from_pretrained(path), args.prompts)
     print(cpu_features())
-    print("load average (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())
+    print(load_average())
     print(f"model {path}  {args.prompts} prompts x {args.n} samples, "
           f"{args.max_new_tokens} new tokens, {args.dtype}"
           f"{', vLLM eager' if args.eager else ''}")
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
           f"LD_PRELOAD={preload} (as started)")
     # Other processes on a small machine skew both numbers (OpenMP threads spin-wait when
     # the cores are oversubscribed): the load averages say how busy it was.
-    print("load average (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())
+    print(load_average())
     print(f"ratio: {rates['vllm'] / rates['hf']:.2f}")
 
 

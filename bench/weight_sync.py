@@ -28,7 +28,6 @@ and on what else runs on it (the load average is printed). It does not cover ZeR
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import statistics
 import sys
@@ -37,6 +36,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from bench.learner_mfu import load_average  # noqa: E402
 
 QUICKSTART_RUN = "r20261129-161545-a23c"  # the quickstart run the README's figures come from
 QUICK_CONFIG = {  # the tiny run of the tests (tests/conftest.py), without evaluations
@@ -55,12 +56,6 @@ def share(part: float, whole: float) -> float:
 def spread(values: list[float], unit: str = "s") -> str:
     """"median (min-max) unit" of a non-empty list, e.g. ``0.52 s (0.40-0.62)``."""
     return f"{statistics.median(values):.3g} {unit} ({min(values):.3g}-{max(values):.3g})"
-
-
-def load_average() -> str:
-    """The machine's load averages: other processes on a small machine skew every time here."""
-    one, five, fifteen = os.getloadavg()
-    return f"load average (1, 5, 15 min): {one:.1f} {five:.1f} {fifteen:.1f}"
 
 
 def recorded_times(db_path: str | Path, run_id: str) -> dict[str, list[float]]:
