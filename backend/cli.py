@@ -135,8 +135,10 @@ def cmd_domains_list(args) -> int:
     rows = [d for d in registry().values() if (not args.family or d.family == args.family)
             and (not args.kind or d.kind == args.kind)]
     if args.json:
+        lengths = _prompt_lengths(args.model) if args.model else None
         print(json.dumps([{"name": d.name, "family": d.family, "kind": d.kind, "levels": sorted(d.levels),
-                           "validated": status.get(d.name, {}).get("passed"), "description": d.description}
+                           "validated": status.get(d.name, {}).get("passed"), "description": d.description,
+                           **({"prompt_tokens": lengths(d.name)} if lengths else {})}
                           for d in rows], indent=2))
         return 0
     print(f"{'domain':<26} {'family':<12} {'kind':<12} {'levels':>6}  {'validation':<10} description")
@@ -148,10 +150,45 @@ def cmd_domains_list(args) -> int:
     return 0
 
 
+def _prompt_lengths(model: str):
+    """domain -> {model, level -> prompt-token quantiles (`trainer.window.prompt_lengths`)}
+    in `model`'s tokens; a level whose generator fails gets {"error": ...}.
+
+    Raises:
+        ModelNotFound: the model is not fetched.
+    """
+    from transformers import AutoTokenizer
+
+    from backend.domains import get_domain
+    from backend.models import resolve_model
+    from trainer.window import prompt_lengths
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
+
+    def of(name: str) -> dict:
+        out: dict = {"model": model}
+        for level in sorted(get_domain(name).levels):
+            try:
+                out[str(level)] = prompt_lengths(tokenizer, name, level)
+            except WorkbenchError as e:
+                out[str(level)] = {"error": str(e)}
+        return out
+
+    return of
+
+
 def cmd_domains_show(args) -> int:
     from backend.domains import build_messages, get_domain
 
     d = get_domain(args.name)
+    if args.json:
+        report = _store(args).validation_report(d.name)
+        print(json.dumps({"name": d.name, "family": d.family, "kind": d.kind, "description": d.description,
+                          "source": d.source, "license": d.license,
+                          "levels": {str(k): v for k, v in d.level_notes.items()},
+                          "prompt_tokens": _prompt_lengths(args.model)(d.name),
+                          "validated": None if report is None else report["passed"]}, indent=2))
+        return 0
     print(f"{d.name}: {d.description}")
     env = getattr(d, "environment", {"runtime": "sandbox" if d.needs_sandbox else "in-process"})
     for key, val in [("family", d.family), ("kind", d.kind), ("source", d.source), ("license", d.license),
@@ -475,11 +512,15 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--family", help="only this family, e.g. arithmetic")
     dl.add_argument("--kind", choices=["single_turn", "multi_turn", "code", "retrieval"], help="only this kind")
     dl.add_argument("--json", action="store_true", help="print JSON")
+    dl.add_argument("--model", default=None, help="with --json: add each level's prompt-length quantiles in this "
+                                                  "model's tokens (e.g. smollm2-135m; measures 32 tasks a level)")
     dl.set_defaults(fn=cmd_domains_list)
     ds = doms.add_parser("show", help="one domain: levels, source, example tasks, validation")
     ds.add_argument("name")
     ds.add_argument("--level", type=_positive, default=None, help="level of the examples (default: easiest)")
     ds.add_argument("--examples", type=int, choices=range(11), default=2, metavar="N", help="examples (0-10)")
+    ds.add_argument("--json", action="store_true", help="print JSON, with each level's prompt-length quantiles")
+    ds.add_argument("--model", default="smollm2-135m", help="policy whose tokens measure prompts (--json)")
     ds.set_defaults(fn=cmd_domains_show)
     dv = doms.add_parser("validate", help="check generation, determinism, diversity and the verifier at every "
                                           "level; stores the reports; exits 1 if a domain fails")

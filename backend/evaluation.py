@@ -334,7 +334,7 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     rows: list[dict] = []
     sweep = settings.context_sweep and NEEDLE_DOMAIN in {t[0] for t in tasks}
-    engine_kw = engine_options(cfg, model_path)
+    engine_kw = engine_options(cfg, model_path, tokenizer)
     if sweep and "max_model_len" in engine_kw:  # the sweep's full-context asks fill the whole window
         engine_kw["max_model_len"] = context_window(model_path, default=engine_kw["max_model_len"])
     with maybe_runtime(cfg) as runtime:

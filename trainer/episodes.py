@@ -112,6 +112,7 @@ class _Episode:
     fault: str | None = None
     breakdown: dict | None = None
     last_text: str = ""
+    truncated: str | None = None
 
 
 def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: SandboxRuntime, *, max_turns: int,
@@ -123,7 +124,8 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
         tasks: multi-turn tasks (terminal domains).
         groups: the group index of each task (its place in the step); default 0, 1, ...
         max_new_tokens: cap per model turn (tokens). max_episode_tokens: cap on the whole
-            sequence (tokens); an episode that would exceed it ends (finish "length").
+            sequence (tokens); an episode that would exceed it, or the engine's window,
+            ends (finish "length", breakdown["truncated"] says which).
 
     Returns:
         len(tasks) * group_size samples, task by task; a harness fault sets Sample.fault.
@@ -169,6 +171,8 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
             breakdown["tools_in"] = prompts_of[ep.group][3]
         if ep.fault:
             breakdown["fault"] = ep.fault
+        if ep.truncated:
+            breakdown["truncated"] = ep.truncated
         text = tokenizer.decode(ep.ids, skip_special_tokens=False)
         comp = Completion(ep.ids, ep.logprobs, text, ep.finish, mask=ep.mask)
         group = groups[ep.group] if groups is not None else ep.group
@@ -206,14 +210,22 @@ def _guard(ep: _Episode, fn):
 
 def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_tokens, max_episode_tokens,
                temperature, top_p) -> None:
+    """Play a wave of episodes turn by turn until each ends. An episode stops cleanly
+    (finish "length", the reason in its breakdown's "truncated") before its sequence
+    would pass `max_episode_tokens` or the engine's window, whichever is smaller."""
     eos_id = tokenizer.eos_token_id
-    while active := [ep for ep in wave if not ep.done]:
-        contexts = [prompt_ids[ep.group] + ep.ids for ep in active]
-        budget = min(max_new_tokens, max_episode_tokens - max(len(c) for c in contexts))
-        if budget < 1:
-            for ep in active:
-                _end_for_length(ep)
+    window = engine.window
+    limit = max_episode_tokens if window is None else min(max_episode_tokens, window)
+    why = (f"episode token budget: max_episode_tokens {max_episode_tokens} reached" if limit == max_episode_tokens
+           else f"context window: the engine's window of {window} tokens reached")
+    while True:
+        for ep in wave:  # no room left for one more token: end it before the engine would refuse it
+            if not ep.done and len(prompt_ids[ep.group]) + len(ep.ids) >= limit:
+                _end_for_length(ep, why)
+        if not (active := [ep for ep in wave if not ep.done]):
             return
+        contexts = [prompt_ids[ep.group] + ep.ids for ep in active]
+        budget = min(max_new_tokens, limit - max(len(c) for c in contexts))
         outs = engine.generate(contexts, n=1, max_new_tokens=budget, temperature=temperature, top_p=top_p)
         for ep, [comp] in zip(active, outs):
             ep.ids += comp.token_ids
@@ -231,21 +243,25 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
                 ep.done, ep.reward, ep.check = True, reward, info.get("check", "")
                 ep.breakdown = info.get("breakdown")
                 ep.finish = "stop" if terminated else "length"
+                if truncated and not terminated:
+                    ep.truncated = info.get("truncated_reason", "turn budget: the environment's max_turns reached")
                 continue
             ended = bool(comp.token_ids) and comp.token_ids[-1] == eos_id
             messages, kw, role = opening[ep.group]
             seg = observation_ids(tokenizer, messages, obs, ended, role=role, template_kw=kw)
-            if len(prompt_ids[ep.group]) + len(ep.ids) + len(seg) + 1 > max_episode_tokens:
-                _end_for_length(ep)
+            if len(prompt_ids[ep.group]) + len(ep.ids) + len(seg) + 1 > limit:
+                _end_for_length(ep, why)
                 continue
             ep.ids += seg
             ep.logprobs += [0.0] * len(seg)
             ep.mask += [0] * len(seg)
 
 
-def _end_for_length(ep: _Episode) -> None:
+def _end_for_length(ep: _Episode, reason: str) -> None:
     """The token budget is spent: end the episode and let the checker judge the workspace
-    (terminal) or the domain score the last turn (tools)."""
+    (terminal) or the domain score the last turn (tools); `reason` goes to the breakdown's
+    "truncated"."""
+    ep.truncated = reason
     if hasattr(ep.env, "finish"):
         result = _guard(ep, lambda: ep.env.finish(ep.last_text))
         if result is not None:

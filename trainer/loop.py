@@ -45,7 +45,7 @@ from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trai
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
-from trainer.types import Sample
+from trainer.types import Completion, Sample
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
@@ -155,12 +155,18 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
             scorings.append(_Scoring(groups[j], tasks[g], runtime))
             scoring += time.perf_counter() - t0
 
+        window = engine.window
+        fits = [j for j, (_, ids) in enumerate(rendered) if window is None or len(ids) + max_new_tokens <= window]
+        for j in sorted(set(range(len(single))) - set(fits)):  # never sent: vLLM would refuse or shorten it
+            g = single[j]
+            groups[j] = [_over_window(tasks[g], g, i, *rendered[j], max_new_tokens, window) for i in range(group_size)]
         try:
-            outs = engine.generate([ids for _, ids in rendered], n=group_size, max_new_tokens=max_new_tokens,
-                                   temperature=temperature, top_p=top_p, on_group=on_group)
-            for j, comps in enumerate(outs):  # an engine that didn't hand a group over
-                if j not in groups:
-                    on_group(j, comps)
+            outs = engine.generate([rendered[j][1] for j in fits], n=group_size, max_new_tokens=max_new_tokens,
+                                   temperature=temperature, top_p=top_p,
+                                   on_group=lambda k, comps: on_group(fits[k], comps))
+            for k, comps in enumerate(outs):  # an engine that didn't hand a group over
+                if fits[k] not in groups:
+                    on_group(fits[k], comps)
             t_wait = time.perf_counter()
             for s in scorings:
                 s.finish()
@@ -181,6 +187,19 @@ def rollout(engine, tokenizer, tasks: list[Task], group_size: int, max_new_token
     return sorted(samples, key=lambda s: (s.group, s.index))
 
 
+def _over_window(task: Task, group: int, index: int, text: str, ids: list[int], max_new_tokens: int,
+                 window: int) -> Sample:
+    """The sample of a prompt too long for the engine's window: not generated, fault
+    "context" (no reward, no part in the loss or its group's statistics), the reason in
+    its breakdown."""
+    reason = (f"prompt of {len(ids)} tokens + max_new_tokens {max_new_tokens} exceed the engine's window of "
+              f"{window} tokens; the task was not sent")
+    return Sample(domain=task.domain, task_seed=task.seed, group=group, index=index, prompt=text,
+                  prompt_ids=list(ids), completion=Completion([], [], "", "length"), answer=task.answer,
+                  difficulty=task.difficulty, fault="context",
+                  breakdown={"fault": "context", "truncated": reason, "format": 0.0, "correct": 0.0})
+
+
 def _retrieval_record(task: Task, tokenizer, budget: int | None) -> dict | None:
     """For retrieval domains, what the prompt's context was built from (see
     `retrieval.context.Context.record`); None for the others."""
@@ -190,19 +209,31 @@ def _retrieval_record(task: Task, tokenizer, budget: int | None) -> dict | None:
     return (domain.context(task, tokenizer) if budget is None else domain.context(task, tokenizer, budget)).record()
 
 
-def check_model_fits(cfg: RunConfig) -> None:
-    """Raise ConfigError when a retrieval mix's prompts can't fit the model's window (see
-    `retrieval_window`); a no-op for other mixes and for models not fetched yet (the run
-    reports those itself)."""
+def check_model_fits(cfg: RunConfig) -> int | None:
+    """Refuse a run whose prompts can't fit the model's window, before its run row exists:
+    every level of every domain in the mix is measured in the policy's tokens
+    (`trainer.window.run_window`). A no-op for models not fetched yet (the run reports
+    those itself).
+
+    Returns:
+        The engine window the run will use (tokens), or None when the model isn't fetched.
+
+    Raises:
+        ConfigError: a domain level whose prompt (or episode budget, or retrieval context)
+            plus the answer needs more tokens than the model's window; the message names the
+            domain, the level and the token counts.
+    """
+    from transformers import AutoTokenizer
+
     from backend.errors import ModelNotFound
     from backend.models import resolve_model
+    from trainer.window import run_window
 
-    if not any(get_domain(name).kind == "retrieval" for name in cfg.domain_specs()):
-        return
     try:
-        retrieval_window(cfg, resolve_model(cfg.model))
+        model_path = resolve_model(cfg.model)
     except ModelNotFound:
-        return
+        return None
+    return run_window(cfg, model_path, AutoTokenizer.from_pretrained(model_path))
 
 
 def retrieval_window(cfg: RunConfig, model_path) -> int:
@@ -298,9 +329,11 @@ def assign_advantages(samples: list[Sample], group_size: int, algorithm: str) ->
 
 def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
     """Reward, accuracy, format rate and response length, overall and per domain, over the
-    scored samples (harness faults are counted apart, in `sandbox/harness_faults`); turns
+    scored samples (harness faults are counted apart, in `sandbox/harness_faults`, and prompts too
+    long for the engine's window in `context/over_window`); turns
     per episode for multi-turn domains."""
-    out: dict[str, float] = {"sandbox/harness_faults": float(sum(s.fault is not None for s in samples))}
+    out: dict[str, float] = {"sandbox/harness_faults": float(sum(s.fault not in (None, "context") for s in samples)),
+                             "context/over_window": float(sum(s.fault == "context" for s in samples))}
     scored = [s for s in samples if s.fault is None]
     by_domain: dict[str, list[Sample]] = defaultdict(list)
     for s in scored:
@@ -346,23 +379,28 @@ def tool_metrics(samples: list[Sample], key: str) -> dict[str, float]:
     return out
 
 
-def engine_options(cfg: RunConfig, model_path) -> dict:
+def engine_options(cfg: RunConfig, model_path, tokenizer=None) -> dict:
     """The rollout engine's options for a run (`open_engine`'s **kw): vLLM's memory share,
-    eager mode and tensor parallel size, and for mixes with retrieval domains the context window they need (checked
-    against the model's before anything starts).
+    eager mode, tensor parallel size and the context window the mix's prompts need
+    (`trainer.window.run_window`, checked against the model's before anything starts).
+
+    Args:
+        tokenizer: the policy's tokenizer (None: loaded from `model_path`).
 
     Raises:
-        ConfigError: a retrieval mix that doesn't fit the model's window.
+        ConfigError: a mix whose prompts don't fit the model's window.
     """
-    window = retrieval_window(cfg, model_path) if any(
-        get_domain(name).kind == "retrieval" for name in cfg.domain_specs()) else None
+    from trainer.window import run_window
+
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+    window = run_window(cfg, model_path, tokenizer)
     if cfg.rollout_engine != "vllm":
         return {}
-    kw = {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile,
-          "tensor_parallel_size": cfg.tensor_parallel_size}
-    if window is not None:
-        kw["max_model_len"] = window
-    return kw
+    return {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile,
+            "tensor_parallel_size": cfg.tensor_parallel_size, "max_model_len": window}
 
 
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,
@@ -413,7 +451,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
         if curriculum is not None and resume.curriculum:
             curriculum.restore(resume.curriculum)
         first = resume.step + 1
-    engine_kw = engine_options(cfg, model_path)
+    engine_kw = engine_options(cfg, model_path, tokenizer)
     # sandboxes first: a missing Docker engine fails the run before the engines spend a minute starting
     with maybe_runtime(cfg) as runtime:
         if runtime is not None:
@@ -471,8 +509,9 @@ class StepGroups:
     Attributes:
         samples: the step's final `prompts_per_step` groups (a resampled group's last
             replacement in its place), advantages set: what the store records.
-        batch: the samples the learner trains on: `samples` minus the skipped groups; may be
-            empty (then the step takes no learner step).
+        batch: the samples the learner trains on: `samples` minus the skipped groups and the
+            prompts too long for the engine's window (fault "context"); may be empty (then
+            the step takes no learner step).
         rolled: every sample rolled out in the step, replaced groups included (rollout
             metrics, the curriculum's pass rates, sandbox executions).
         metrics: ``zero_variance/*`` metrics (shares in [0, 1], counts of groups or samples).
@@ -531,7 +570,9 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
     samples = [s for g in sorted(groups) for s in groups[g]]
     metrics.update({"zero_variance/resampled": float(resampled), "zero_variance/skipped": float(len(skipped)),
                     "zero_variance/discarded_samples": float(len(rolled) - len(samples))})
-    return StepGroups(samples, [s for s in samples if s.group not in skipped], rolled, metrics)
+    # a prompt over the engine's window was never generated: it has nothing to train on
+    batch = [s for s in samples if s.group not in skipped and s.fault != "context"]
+    return StepGroups(samples, batch, rolled, metrics)
 
 
 def train_step(cfg: RunConfig, engine, learner, tokenizer, rng: random.Random, pad_id: int,

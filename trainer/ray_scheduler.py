@@ -303,7 +303,9 @@ class RayRolloutEngine(RolloutEngine):
             raise
         for r, where in enumerate(places):
             _announce("rollout", r, where, f": {kind} engine, seed {seed + r}")
-        return cls(actors, places, kind)
+        engine = cls(actors, places, kind)
+        engine.window = kw.get("max_model_len")
+        return engine
 
     def placement(self) -> list[dict]:
         """Where each rollout worker runs: node_id, ip, hostname, pid (rank order)."""

@@ -60,8 +60,9 @@ class Sample:
         breakdown: named reward parts, e.g. {"format": 1.0, "correct": 0.0}.
         advantage: group-normalised advantage, filled in by the algorithm.
         answer: the hidden reference answer (stored for inspection, never shown to the model).
-        fault: None, or "harness" when the sandbox machinery failed while scoring it: such a
-            sample takes no part in the loss, its group's advantages or reward metrics.
+        fault: None, "harness" when the sandbox machinery failed while scoring it, or
+            "context" when its prompt was too long for the engine's window (never sent): such
+            a sample takes no part in the loss, its group's advantages or reward metrics.
         turns: multi-turn episodes only: one dict per turn (model text, command, stdout,
             stderr, exit code, duration in ms, timed_out).
         difficulty: the task's level in its domain (1 easy .. n hard); 0 when unknown.

@@ -27,8 +27,8 @@ class ScriptedEngine(RolloutEngine):
         active = [s for s in self.scripts if len(s) > self.turn]
         out = []
         for script in active[: len(prompts)]:
-            ids = self.tok(script[self.turn], add_special_tokens=False)["input_ids"][:max_new_tokens]
-            ids.append(self.tok.eos_token_id)
+            ids = self.tok(script[self.turn], add_special_tokens=False)["input_ids"][:max_new_tokens - 1]
+            ids.append(self.tok.eos_token_id)  # at most max_new_tokens, EOS included, as engines do
             out.append([Completion(ids, [-0.5] * len(ids), script[self.turn], "stop")])
         self.turn += 1
         return out

@@ -21,7 +21,7 @@ class WatchedEngine:
     its thread, and to fail if the weights change while a generate call runs."""
 
     def __init__(self, engine):
-        self.engine, self.version = engine, 0
+        self.engine, self.version, self.window = engine, 0, engine.window
         self.busy = threading.Lock()
         self.calls: list[tuple[int, str, list]] = []
 

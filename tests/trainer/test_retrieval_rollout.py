@@ -16,6 +16,7 @@ from trainer.rollout import open_engine
 def test_rollout_records_retrieved_fragments_and_the_store_keeps_them(tiny_model_dir, tokenizer, tmp_path):
     task = needle_task(2, 4000, [Needle("olive safe", "60417", 30)])
     with open_engine("hf", tiny_model_dir, seed=0) as engine:
+        engine.window = 2048  # the prompt is over the tiny model's 1024 positions (RoPE runs on regardless)
         samples = rollout(engine, tokenizer, [task], group_size=2, max_new_tokens=4, temperature=1.0, top_p=1.0)
     assert len(samples) == 2
     for s in samples:

@@ -31,9 +31,15 @@ class RolloutEngine(ABC):
     """Generates completions with the current policy.
 
     Engines are seeded once at construction (vLLM's CPU build crashes on per-request seeds).
+
+    Attributes:
+        window: prompt + completion tokens one request may hold (vLLM's ``max_model_len``,
+            the model's positions for transformers); None when the engine doesn't say.
+            Callers keep ``len(prompt) + max_new_tokens`` within it (`trainer.window`).
     """
 
     name: str = "base"
+    window: int | None = None
 
     @abstractmethod
     def generate(

@@ -93,6 +93,7 @@ class HFEngine(RolloutEngine):
         except (OSError, ValueError) as e:
             raise EngineError(f"transformers could not load {model_path}: {e}") from e
         self.model.to(self.device).eval()
+        self.window = getattr(self.model.config, "max_position_embeddings", None)
         self.score_batch = score_batch
         self.gen_batch = gen_batch
         self.eos_id = self.tokenizer.eos_token_id

@@ -147,7 +147,7 @@ class VLLMEngine(RolloutEngine):
 
             sched["kv_cache_memory_bytes"] = int(gpu_memory_utilization * psutil.virtual_memory().total)
         self.model_path = Path(model_path)
-        self.max_model_len = max_model_len
+        self.max_model_len = self.window = max_model_len
         self._calls = 0  # generate calls: request ids are "rlwb-<call>-<prompt>"
         try:
             self._llm = LLM(
