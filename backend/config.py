@@ -136,6 +136,11 @@ class RunConfig(BaseModel):
                             "from the learner batch) or resample (redraw their tasks, then skip what is left).")
     max_resample_rounds: int = Field(
         2, ge=0, le=10, description="zero_variance: resample: rounds of redrawing zero-variance groups per step.")
+    overlong: Literal["keep", "mask", "penalize"] = Field(
+        "keep", description="Truncated samples (finish \"length\": a completion cut at max_new_tokens, an episode "
+                            "cut by max_episode_tokens or max_turns): keep (scored and trained like finished ones), "
+                            "mask (no part in the loss or their group's advantage statistics; DAPO's overlong "
+                            "filtering) or penalize (reward 0, the failure reward, before advantages).")
 
     checkpoint_every: int = Field(0, ge=0, description="Save an HF checkpoint every N steps (0: only at the end).")
     eval_tasks_per_domain: int = Field(

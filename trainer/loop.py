@@ -14,6 +14,7 @@ Each task's level comes from its domain's range in the mix: uniform, or the doma
 current level under `trainer.curriculum` (`curriculum: true`). Groups whose rewards are all
 equal carry no GRPO signal; `zero_variance` keeps them (advantage 0), skips them, or
 resamples their tasks (DAPO's dynamic sampling, Yu et al., 2025, arXiv:2503.14476).
+Truncated samples are kept, masked or penalized as `overlong` says (`trainer.overlong`).
 
 Sandboxed domains (humaneval, terminal_*) are scored through a `trainer.episodes.SandboxRuntime`
 opened for the run when its mix needs one.
@@ -45,6 +46,7 @@ from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trai
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
+from trainer.overlong import masked, overlong_metrics, treat_overlong
 from trainer.types import Completion, Sample
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -294,24 +296,27 @@ def by_group(samples: list[Sample]) -> dict[int, list[Sample]]:
 
 
 def zero_variance(group: list[Sample]) -> bool:
-    """True if a group gives GRPO no signal: its scored (fault-free) rewards are all equal,
-    or fewer than two of its samples were scored."""
-    rewards = [s.reward for s in group if s.fault is None]
+    """True if a group gives GRPO no signal: its scored rewards (no harness fault, not
+    masked as overlong) are all equal, or fewer than two of its samples were scored."""
+    rewards = [s.reward for s in group if s.fault is None and not masked(s)]
     return len(rewards) < 2 or len(set(rewards)) == 1
 
 
-def assign_advantages(samples: list[Sample], group_size: int, algorithm: str) -> int:
+def assign_advantages(samples: list[Sample], group_size: int, algorithm: str, overlong: str = "keep") -> int:
     """Fill `Sample.advantage` group by group (GRPO, Dr. GRPO or RLOO).
 
-    Samples with a harness fault get advantage 0 and take no part in their group's
-    statistics (they are not the model's failure).
+    Truncated samples are first masked or penalized as `overlong` says
+    (`trainer.overlong.treat_overlong`). Samples with a harness fault (they are not the
+    model's failure) and masked samples get advantage 0 and take no part in their group's
+    statistics.
 
     Returns:
         The number of groups whose scored rewards were all equal (no GRPO signal).
     """
+    treat_overlong(samples, overlong)
     zero_var = 0
     for group in by_group(samples).values():
-        scored = [s for s in group if s.fault is None]
+        scored = [s for s in group if s.fault is None and not masked(s)]
         for s in group:
             s.advantage = 0.0
         if zero_variance(group):
@@ -509,12 +514,13 @@ class StepGroups:
     Attributes:
         samples: the step's final `prompts_per_step` groups (a resampled group's last
             replacement in its place), advantages set: what the store records.
-        batch: the samples the learner trains on: `samples` minus the skipped groups and the
-            prompts too long for the engine's window (fault "context"); may be empty (then
-            the step takes no learner step).
+        batch: the samples the learner trains on: `samples` minus the skipped groups, the
+            samples masked as overlong and the prompts too long for the engine's window
+            (fault "context"); may be empty (then the step takes no learner step).
         rolled: every sample rolled out in the step, replaced groups included (rollout
             metrics, the curriculum's pass rates, sandbox executions).
-        metrics: ``zero_variance/*`` metrics (shares in [0, 1], counts of groups or samples).
+        metrics: ``zero_variance/*`` metrics (shares in [0, 1], counts of groups or samples)
+            and ``overlong/*`` (counts of samples).
     """
 
     samples: list[Sample]
@@ -531,7 +537,8 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
     keep: they stay in the batch with advantage 0. skip: they leave the learner batch (their
     trajectories are still recorded). resample: their tasks are redrawn and rolled out
     again, up to `cfg.max_resample_rounds` rounds, and whatever is still zero-variance is
-    skipped (DAPO's dynamic sampling, arXiv:2503.14476).
+    skipped (DAPO's dynamic sampling, arXiv:2503.14476). Truncated samples are treated as
+    `cfg.overlong` says before advantages (`trainer.overlong`); masked ones leave the batch.
 
     Args:
         play: k tasks -> k * group_size scored samples with `group` 0..k-1 (e.g. `rollout`).
@@ -542,11 +549,12 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
         ``zero_variance/groups`` (share of the originally sampled groups with zero variance,
         also as ``zero_variance_groups``), ``zero_variance/<domain>`` (that share per domain),
         ``zero_variance/resampled`` (groups redrawn, all rounds), ``zero_variance/skipped``
-        (groups left out of the batch) and ``zero_variance/discarded_samples`` (rolled out,
-        replaced, not recorded).
+        (groups left out of the batch), ``zero_variance/discarded_samples`` (rolled out,
+        replaced, not recorded) and, unless ``overlong: keep``, ``overlong/masked`` or
+        ``overlong/penalized`` (recorded samples treated).
     """
     rolled = play(sample_tasks(cfg, rng, cfg.prompts_per_step, curriculum))
-    assign_advantages(rolled, cfg.group_size, cfg.algorithm)
+    assign_advantages(rolled, cfg.group_size, cfg.algorithm, cfg.overlong)
     groups = by_group(rolled)
     zero = sorted(g for g, group in groups.items() if zero_variance(group))
     domains: dict[str, list[bool]] = defaultdict(list)
@@ -561,7 +569,7 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
         fresh = play(sample_tasks(cfg, rng, len(zero), curriculum))
         for s in fresh:
             s.group = zero[s.group]  # take the place of the group it replaces
-        assign_advantages(fresh, cfg.group_size, cfg.algorithm)
+        assign_advantages(fresh, cfg.group_size, cfg.algorithm, cfg.overlong)
         rolled = rolled + fresh
         resampled += len(zero)
         groups.update(by_group(fresh))
@@ -570,8 +578,9 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
     samples = [s for g in sorted(groups) for s in groups[g]]
     metrics.update({"zero_variance/resampled": float(resampled), "zero_variance/skipped": float(len(skipped)),
                     "zero_variance/discarded_samples": float(len(rolled) - len(samples))})
+    metrics.update(overlong_metrics(samples, cfg.overlong))
     # a prompt over the engine's window was never generated: it has nothing to train on
-    batch = [s for s in samples if s.group not in skipped and s.fault != "context"]
+    batch = [s for s in samples if s.group not in skipped and not masked(s) and s.fault != "context"]
     return StepGroups(samples, batch, rolled, metrics)
 
 

@@ -80,6 +80,28 @@ def test_clipping_hand_computed():
     assert neg.clipped_sum == 0
 
 
+@pytest.mark.parametrize("q", [100.0, -100.0, 1e4])
+def test_k3_of_a_far_off_token_keeps_loss_and_gradient_finite(q):
+    # q = log pi_ref - log pi; exp(q) overflows float32 from ~88.7 nats
+    lp = torch.tensor([[-1.0 - q, -1.0]], requires_grad=True)
+    ref = torch.tensor([[-1.0, -1.0]])
+    out = policy_loss(lp, lp.detach().clone(), torch.tensor([1.0]), torch.ones(1, 2), ref_logprobs=ref, kl_coef=0.1)
+    out.loss.backward()
+    assert math.isfinite(out.loss.item()) and math.isfinite(out.kl_sum)
+    assert torch.isfinite(lp.grad).all()
+    assert 0.0 <= k3_kl(lp.detach(), ref)[0, 0].item() <= 10.0  # verl's bound
+
+
+@pytest.mark.parametrize("q", [-3.0, -0.5, 0.0, 1e-3, 0.7, 2.0])
+def test_k3_of_small_log_ratios_is_unclamped(q):
+    lp = torch.tensor([-2.0], dtype=torch.float64, requires_grad=True)
+    ref = lp.detach() + q
+    kl = k3_kl(lp, ref)
+    assert kl.item() == pytest.approx(math.exp(q) - q - 1, rel=1e-9, abs=1e-12)
+    kl.sum().backward()  # d/d(logprobs) (exp(q) - q - 1) = 1 - exp(q)
+    assert lp.grad.item() == pytest.approx(1 - math.exp(q), rel=1e-9, abs=1e-12)
+
+
 def test_kl_penalty_added_per_token():
     lp = torch.full((1, 2), math.log(0.5))
     ref = torch.full((1, 2), math.log(0.25))

@@ -13,7 +13,9 @@
   Algorithms", arXiv:1707.06347, taken against the *sampling* policy's logprobs (so a
   mismatch between the rollout engine and the learner is corrected and bounded).
 * KL to a frozen reference with the k3 estimator exp(q) - q - 1, q = log pi_ref - log pi:
-  J. Schulman, 2020, "Approximating KL Divergence" (unbiased, always >= 0), as in GRPO.
+  J. Schulman, 2020, "Approximating KL Divergence" (unbiased, always >= 0), as in GRPO;
+  clamped as verl's ``kl_penalty("low_var_kl")`` does, so one far-off token can't make the
+  loss infinite (see `k3_kl`).
 * Token-level aggregation: every completion token in the step weighs the same (sum over
   tokens / number of tokens), as in DAPO: Yu et al., 2025, arXiv:2503.14476.
 
@@ -74,18 +76,31 @@ def leave_one_out_advantages(rewards: torch.Tensor) -> torch.Tensor:
     return r - others
 
 
+# k3's clamps, as verl's core_algos.kl_penalty("low_var_kl") (and OpenRLHF's k3) set them
+K3_LOG_RATIO_BOUND = 20.0  # nats
+K3_MAX = 10.0
+
+
 def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimate of KL(pi || pi_ref): exp(q) - q - 1 with q = ref - logprobs.
+    """Per-token k3 estimate of KL(pi || pi_ref): exp(q) - q - 1 with q = ref - logprobs, clamped.
+
+    Schulman, 2020, "Approximating KL Divergence" (http://joschu.net/blog/kl-approx.html).
+    For numerical stability q is clamped to [-20, 20] nats and the estimate to at most 10,
+    as verl's ``kl_penalty`` "low_var_kl" does (``verl/trainer/ppo/core_algos.py``; k3 is
+    never negative, so its lower bound of -10 never acts). Unclamped, exp(q) overflows
+    float32 from q ~ 88.7 nats and the loss and its gradient become inf; clamped, a token
+    whose estimate is above 10 adds 10 to the loss and no gradient (it is a bounded
+    penalty there, not an unbiased estimate). For q in about [-11, 2.6] nats nothing is clamped.
 
     Args:
-        logprobs: (N, T) log pi(token) under the policy being trained.
-        ref_logprobs: (N, T) log pi_ref(token) under the frozen reference.
+        logprobs: (N, T) log pi(token) under the policy being trained (nats).
+        ref_logprobs: (N, T) log pi_ref(token) under the frozen reference (nats).
 
     Returns:
-        (N, T) non-negative per-token estimates.
+        (N, T) per-token estimates in [0, 10], finite for finite inputs.
     """
-    q = ref_logprobs - logprobs
-    return torch.exp(q) - q - 1.0
+    q = torch.clamp(ref_logprobs - logprobs, min=-K3_LOG_RATIO_BOUND, max=K3_LOG_RATIO_BOUND)
+    return torch.clamp(torch.exp(q) - q - 1.0, max=K3_MAX)
 
 
 @dataclass
