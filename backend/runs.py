@@ -264,8 +264,9 @@ def resume(store: Store, run_id: str, background: bool = True):
     """Resume a stopped or failed run from its last checkpoint (the last one whose directory
     still holds its trainer state).
 
-    Rows the run wrote after that checkpoint (trajectories, metrics, sandbox executions,
-    later checkpoints) are removed first, so no step is recorded twice.
+    Every row the run wrote for a step after that checkpoint (`Store.truncate_after`:
+    trajectories, metrics, sandbox executions, later checkpoints, evaluations of those
+    steps and the final "after" one) is removed first, so no step is recorded twice.
 
     Args:
         background: start a worker process (as `launch` does); False returns the

@@ -38,8 +38,9 @@ import sqlite_utils
 
 from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
-from backend.store_common import decode, locked, new_id, now, prompt_search_text, turns_search_text, utf8_safe
-from backend.store_schema import MIGRATIONS
+from backend.store_common import (decode, evaluation_step, locked, new_id, now, prompt_search_text, turns_search_text,
+                                  utf8_safe)
+from backend.store_schema import MIGRATIONS, STEP_CHILD_TABLES, STEP_TABLES
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
 if TYPE_CHECKING:  # trainer.types imports torch; the store only reads attributes
@@ -147,7 +148,7 @@ class Store(EvalVerbs):
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 9
+    SCHEMA_VERSION = 10
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)
@@ -319,13 +320,20 @@ class Store(EvalVerbs):
 
     @_locked
     def truncate_after(self, run_id: str, step: int) -> None:
-        """Delete what a run recorded after `step` (trajectories, metrics, sandbox executions,
-        checkpoints), in one transaction: a run resumed from step's checkpoint records
-        those steps again. Raises RunNotFound."""
+        """Delete every row a run recorded for a step after `step`, in one transaction: a run
+        resumed from step's checkpoint records those steps again. That is each table of
+        `STEP_TABLES` (trajectories, metrics, sandbox executions, checkpoints, held-out
+        evaluations "step-N" with N > step and "after", capability evaluations of those
+        checkpoints) and the rows hanging off them (`STEP_CHILD_TABLES`: their samples).
+        Rows of the run as a whole (its pool state) stay. Raises RunNotFound."""
         self._require_run(run_id)
+        args = [run_id, int(step)]
         with self._immediate():
-            for table in ("trajectories", "metrics", "sandbox_executions", "checkpoints"):
-                self.db.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, int(step)])
+            for table, (column, parent, key) in STEP_CHILD_TABLES.items():
+                self.db.execute(f"DELETE FROM [{table}] WHERE [{column}] IN "
+                                f"(SELECT [{key}] FROM [{parent}] WHERE run_id = ? AND step > ?)", args)
+            for table in STEP_TABLES:
+                self.db.execute(f"DELETE FROM [{table}] WHERE run_id = ? AND step > ?", args)
 
     # ---- metrics ----------------------------------------------------------------------
 
@@ -578,9 +586,20 @@ class Store(EvalVerbs):
         """Record one evaluation (phase "before", "after" or "step-N"); a repeat replaces it.
 
         accuracy, mean_reward and format_rate are fractions in [0, 1] over `n` tasks; `model`
-        names the model or checkpoint evaluated. Raises RunNotFound if the run doesn't exist.
+        names the model or checkpoint evaluated. The row's step comes from the phase
+        (`evaluation_step`: "after" is the run's total_steps).
+
+        Raises:
+            RunNotFound: the run doesn't exist.
+            ValueError: a phase other than "before", "after" or "step-N".
         """
-        row = {"run_id": run_id, "phase": phase, "domain": domain, "n": int(n),
+        run = self.db.execute("SELECT total_steps FROM runs WHERE id = ?", [run_id]).fetchone()
+        if run is None:
+            raise _run_not_found(run_id)
+        at = evaluation_step(phase, run[0])
+        if at is None and phase != "after":
+            raise ValueError(f"invalid evaluation phase {phase!r}; use 'before', 'after' or 'step-N' (N a step)")
+        row = {"run_id": run_id, "phase": phase, "step": at, "domain": domain, "n": int(n),
                "accuracy": float(accuracy), "mean_reward": float(mean_reward),
                "format_rate": float(format_rate), "model": model, "created_at": _now()}
         with self._writing(run_id):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from backend.errors import ConfigError, WorkbenchError
 from backend.store import FINISHED_STATUSES, Store, _new_run_id
-from backend.store_common import now, prompt_search_text, turns_search_text
+from backend.store_common import evaluation_step, now, prompt_search_text, turns_search_text
 
 EXPORT_FORMAT = "rlwb-run"
 EXPORT_VERSION = 1
@@ -48,17 +48,19 @@ RUN_TABLES = ("runs", "metrics", "trajectories", "checkpoints", "evaluations", "
 _RENUMBERED = {"trajectories": "id", "sandbox_executions": "id"}  # autoincrement ids, reassigned on import
 #: Columns computed from a row's other columns: left out of the export, recomputed on import
 #: (a file can't set what the search index holds).
-_DERIVED = {"trajectories": ("turns_search", "prompt_search")}
+_DERIVED = {"trajectories": ("turns_search", "prompt_search"), "evaluations": ("step",)}
 
 
-def _derivers() -> dict[str, dict]:
+def _derivers(run: dict) -> dict[str, dict]:
     """table -> column -> function(row) computing a `_DERIVED` column on import; fresh
-    state per import (a group's prompt is indexed in its first row only)."""
+    state per import (a group's prompt is indexed in its first row only). `run`: the
+    imported run's row, filled in when it is read (it comes first)."""
     seen: set = set()
     return {"trajectories": {
         "turns_search": lambda row: turns_search_text(row.get("turns"), row.get("completion")),
         "prompt_search": lambda row: prompt_search_text(seen, row.get("step"), row.get("group_idx"),
-                                                        row.get("prompt"))}}
+                                                        row.get("prompt"))},
+        "evaluations": {"step": lambda row: evaluation_step(row.get("phase"), run.get("total_steps"))}}
 _LIVE = ("pending", "running")
 _MAX_LINE_CHARS = 64 * 2**20  # one row; a trajectory's turns are far below this
 _BATCH = 200  # rows per INSERT on import
@@ -180,7 +182,8 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
     run_id = None
     ended = None
     pending: list[dict] = []
-    derivers = _derivers()
+    run: dict = {}
+    derivers = _derivers(run)
     pending_table = None
 
     def flush() -> None:  # multi-row INSERTs: the search index writes one segment per statement
@@ -220,6 +223,7 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
                             raise _bad(path, n, f"run status {str(row.get('status'))[:20]!r} is not one of "
                                                 f"{FINISHED_STATUSES}")
                         row.update(id=target, pid=None)
+                        run.update(row)
                     elif row.get("run_id") != run_id:
                         raise _bad(path, n, f"a {table} row of another run")
                     else:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import sqlite_utils
 
-from backend.store_common import turns_search_text
+from backend.store_common import evaluation_step, turns_search_text
 
 
 def _migrate_1(db: sqlite_utils.Database) -> None:
@@ -213,7 +213,34 @@ def _migrate_9(db: sqlite_utils.Database) -> None:
     _search_index(db, "prompt_search, completion, turns_search")
 
 
+def _migrate_10(db: sqlite_utils.Database) -> None:
+    """Version 10: each held-out evaluation row carries its training step (`evaluation_step`:
+    "before" 0, "step-N" N, "after" the run's total_steps; NULL for another phase), so that
+    resuming a run deletes the evaluations of its discarded steps like every other per-step
+    row (`STEP_TABLES`)."""
+    db["evaluations"].add_column("step", int)
+    rows = db.execute("SELECT e.rowid, e.phase, r.total_steps FROM evaluations e "
+                      "LEFT JOIN runs r ON r.id = e.run_id").fetchall()
+    db.conn.executemany("UPDATE evaluations SET step = ? WHERE rowid = ?",
+                        [(evaluation_step(phase, total), rowid) for rowid, phase, total in rows])
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
-    7: _migrate_7, 8: _migrate_8, 9: _migrate_9}
+    7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10}
+
+#: The tables holding rows of one step of a training run, each with a ``run_id`` and an
+#: integer ``step`` column. Resuming a run from a step's checkpoint deletes their rows of
+#: later steps (`backend.store.Store.truncate_after`). ``eval_runs``: capability
+#: evaluations of a checkpoint (`rlwb eval RUN_ID:STEP`); a discarded step's checkpoint is
+#: written anew by the resumed run, so they would name weights that are gone.
+STEP_TABLES = ("trajectories", "metrics", "sandbox_executions", "checkpoints", "evaluations", "eval_runs")
+#: Tables whose rows belong to a row of a `STEP_TABLES` table: table -> (its column, the
+#: parent table, the parent's key); deleted with their parent rows.
+STEP_CHILD_TABLES = {"eval_samples": ("eval_id", "eval_runs", "id")}
+#: Tables with a ``run_id`` column that hold one row per run, not per step: kept on resume.
+#: ``sandbox_pools``: the latest state of the run's pool, overwritten by the resumed run.
+RUN_LEVEL_TABLES = ("sandbox_pools",)
+# A new table with a run_id column goes in STEP_TABLES or RUN_LEVEL_TABLES, one that refers
+# to a step table's rows in STEP_CHILD_TABLES: tests/backend/test_store.py walks the schema.

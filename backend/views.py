@@ -188,16 +188,13 @@ def evaluation_table(store: Store, run_id: str) -> pd.DataFrame:
 
 def evaluation_curves(store: Store, run_id: str) -> pd.DataFrame:
     """Held-out evaluations of a run as curves: rows (step, name, value) with name a domain
-    or "mean" (over domains) and value the greedy accuracy; "before" is step 0, "step-N"
-    step N and "after" the run's last step. Empty frame without evaluations."""
+    or "mean" (over domains) and value the greedy accuracy, at each row's step ("before" is
+    step 0, "step-N" step N and "after" the run's last step: `Store.record_evaluation`).
+    Empty frame without evaluations."""
     rows = store.evaluations(run_id)
     if not rows:
         return pd.DataFrame(columns=["step", "name", "value"])
-    last = store.get_run(run_id).get("total_steps") or 0
-    steps = {"before": 0, "after": last}
-    out = [{"step": steps.get(r["phase"]) if r["phase"] in steps else int(r["phase"].removeprefix("step-")),
-            "name": r["domain"], "value": r["accuracy"]} for r in rows
-           if r["phase"] in steps or r["phase"].removeprefix("step-").isdigit()]
+    out = [{"step": r["step"], "name": r["domain"], "value": r["accuracy"]} for r in rows if r["step"] is not None]
     frame = pd.DataFrame(out, columns=["step", "name", "value"])
     mean = frame.groupby("step", as_index=False)["value"].mean().assign(name="mean")
     return pd.concat([mean, frame], ignore_index=True).sort_values(["name", "step"], kind="stable",

@@ -8,7 +8,9 @@ exported mesh (Plotly Mesh3d) and the geometry checks; for retrieval domains, th
 the context was assembled from (with their scores).
 
 Filters: steps, domain, reward, finish reason and a full-text search over prompts,
-completions and turns (`Store.trajectories`). The table shows at most `LIMIT` rows; the
+completions and turns (`Store.trajectories`). They outlive reruns and page switches in
+page-prefixed session state; a live run's new step leaves the step range as the user set
+it, except that a range ending at the last step extends to the new last step. The table shows at most `LIMIT` rows; the
 count above it and the JSONL export cover every matching row (the export up to
 `EXPORT_LIMIT`, written only when the button is clicked). "Compare with" diffs the
 completion against a second trajectory, by default the sample of the same group whose
@@ -32,6 +34,8 @@ COUNT_CAP = 100_000  # count matching rows up to this many, then say "more than"
 EXPORT_LIMIT = 10_000  # trajectories in one JSONL export (~5 KB each for multi-turn episodes)
 ALL_DOMAINS = "All domains"
 ALL_REASONS = "All finish reasons"
+STEP_RANGES = "traj_step_ranges"  # session state: run id -> the user's step range (see step_filter)
+FILTER_VALUES = "traj_filter_values"  # session state: widget key -> the user's last value (see remembered)
 SHOWN_CHARS = 100_000  # characters of one text block on the page; the JSONL export has all of it
 SEARCH_HELP = ('Finds trajectories whose prompt, completion or turns (model text, commands, '
                'tool calls, outputs) contain every word. "Quoted words" must appear in that '
@@ -72,25 +76,78 @@ def load_trajectory(path: str, traj_id: int) -> tuple[dict, pd.DataFrame, list[d
     return traj, views.group_frame(store, traj), group
 
 
+def kept_step_range(chosen: tuple[int, int, int] | None, steps: tuple[int, int]) -> tuple[int, int]:
+    """The step range to show now that the run's trajectories span `steps` (first, last).
+
+    Args:
+        chosen: the user's last range on this run and the run's last step then,
+            (lo, hi, last_then); None if the user hasn't drawn it yet.
+
+    Returns:
+        The chosen range, clamped into `steps`; a range that ended at the run's last step
+        ends at the new last step (a live run's new steps join it, as they join the default
+        range); every step when nothing was chosen or nothing of the choice is left.
+    """
+    first, last = steps
+    if chosen is None:
+        return first, last
+    lo, hi, last_then = chosen
+    lo, hi = max(lo, first), last if hi >= last_then else min(hi, last)
+    return (lo, hi) if lo <= hi else (first, last)
+
+
+def remembered(key: str, default):
+    """The value the user last gave the filter widget `key` on this page, kept in
+    ``traj_filter_values`` (widget state goes when its widget does: a page switch, a
+    widget whose range changed)."""
+    return st.session_state.setdefault(FILTER_VALUES, {}).get(key, default)
+
+
+def remember(**values) -> None:
+    st.session_state.setdefault(FILTER_VALUES, {}).update(values)
+
+
+def step_filter(run_id: str, steps: tuple[int, int]) -> tuple[int, int]:
+    """Draw the steps slider at the range `kept_step_range` keeps for this run. A new step
+    changes the slider's maximum, so Streamlit makes it a new widget, which starts at the
+    value given here rather than the user's (hence ``traj_step_ranges``: run id -> (lo, hi,
+    the run's last step then))."""
+    if steps[0] == steps[1]:
+        st.caption(f"Step {steps[0]} (the only step with trajectories)")
+        return steps
+    ranges = st.session_state.setdefault(STEP_RANGES, {})
+    lo, hi = st.slider("Steps", steps[0], steps[1], kept_step_range(ranges.get(run_id), steps), key="traj_steps")
+    ranges[run_id] = (lo, hi, steps[1])
+    return lo, hi
+
+
+def _pick(options: list[str], key: str) -> int:
+    """Index of the remembered choice of selectbox `key` in `options` (0 if it isn't there)."""
+    choice = remembered(key, options[0])
+    return options.index(choice) if choice in options else 0
+
+
 def filters_for(path: str, run_id: str) -> dict | None:
-    """Draw the filter widgets; None if the run has no trajectories yet."""
+    """Draw the filter widgets; None if the run has no trajectories yet. The user's choices
+    are kept in session state (`step_filter`, `remember`), so a rerun after a live run
+    records a step, or a visit to another page, leaves them as they were."""
     steps, domains, reasons = load_scope(path, run_id)
     if steps is None:
         st.info("No trajectories recorded for this run yet; they appear after the first step.")
         return None
     cols = st.columns(3)
     with cols[0]:
-        if steps[0] < steps[1]:
-            lo, hi = st.slider("Steps", steps[0], steps[1], steps, key="traj_steps")
-        else:
-            lo = hi = steps[0]
-            st.caption(f"Step {lo} (the only step with trajectories)")
-    domain = cols[1].selectbox("Domain", [ALL_DOMAINS, *domains], key="traj_domain")
-    rmin, rmax = cols[2].slider("Reward", 0.0, 1.0, (0.0, 1.0), step=0.05, key="traj_reward")
+        lo, hi = step_filter(run_id, steps)
+    domains, reasons = [ALL_DOMAINS, *domains], [ALL_REASONS, *reasons]
+    domain = cols[1].selectbox("Domain", domains, _pick(domains, "traj_domain"), key="traj_domain")
+    rmin, rmax = cols[2].slider("Reward", 0.0, 1.0, remembered("traj_reward", (0.0, 1.0)), step=0.05,
+                                key="traj_reward")
     cols = st.columns([1, 2])
-    reason = cols[0].selectbox("Finish reason", [ALL_REASONS, *reasons], key="traj_finish")
-    text = cols[1].text_input("Search text", key="traj_search", max_chars=500, help=SEARCH_HELP,
+    reason = cols[0].selectbox("Finish reason", reasons, _pick(reasons, "traj_finish"), key="traj_finish")
+    text = cols[1].text_input("Search text", remembered("traj_search", ""), key="traj_search", max_chars=500,
+                              help=SEARCH_HELP,
                               placeholder='words in the prompt, completion or turns · "exact phrase" · prefix*')
+    remember(traj_domain=domain, traj_reward=(rmin, rmax), traj_finish=reason, traj_search=text)
     if text.strip() and fts_query(text) is None:
         cols[1].caption("The search text has no letters or digits to look for; it is ignored.")
         text = ""

@@ -215,6 +215,34 @@ def test_resume_skips_a_deleted_last_checkpoint(tmp_path):
         assert store.get_run(rid)["status"] == "pending"
 
 
+def test_resume_removes_the_evaluations_of_the_discarded_steps(tmp_path):
+    """Resumed from step 2's checkpoint (step 4's directory is gone), the run's evaluations
+    of step 4 and its previous attempt's "after" go with the other rows of steps 3+: the
+    Runs page shows no point of a step that no longer exists."""
+    import json
+
+    from backend import views
+    from backend.runs import resume
+
+    with Store(tmp_path / "wb.db") as store:
+        rid = store.create_run("x", {"model": "tiny"}, total_steps=5)
+        for step in (2, 4):
+            path = tmp_path / f"step-{step}"
+            path.mkdir()
+            (path / "trainer_state.json").write_text(json.dumps(
+                {"step": step, "rng_state": [3, [0] * 625, None], "curriculum": None, "learner_steps": step}))
+            store.record_checkpoint(rid, step, str(path))
+            store.record_metrics(rid, step, {"kl": 0.1})
+        for phase in ("before", "step-2", "step-4", "after"):
+            store.record_evaluation(rid, phase, "chain_sum", 4, 0.5, 0.5, 1.0, "m")
+        store.set_status(rid, "failed")
+        (tmp_path / "step-4" / "trainer_state.json").unlink()
+        assert resume(store, rid, background=False).step == 2
+        assert [e["phase"] for e in store.evaluations(rid)] == ["before", "step-2"]
+        assert sorted(set(views.evaluation_curves(store, rid)["step"])) == [0, 2]
+        assert [m["step"] for m in store.run_metrics(rid)] == [2]
+
+
 def test_a_second_resume_is_refused_while_the_first_is_starting(tmp_path):
     """Two resumes of one run (two tabs): the run is claimed in one compare-and-set, and the
     claimer's live pid makes the second refuse, whatever the interleaving."""

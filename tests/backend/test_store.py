@@ -495,3 +495,118 @@ def test_export_leaves_out_turns_search_and_import_recomputes_it(tmp_path):
         assert [t["sample_idx"] for t in store.trajectories(rid, query='"What is 0 + 1"')] == [1]  # own prompts
         assert [(t["group_idx"], t["sample_idx"]) for t in store.trajectories(rid, query="okapi")] == [(1, 0), (1, 1)]
         assert store.db.execute("SELECT count(prompt_search) FROM trajectories").fetchone()[0] == 4  # 3 + 1 group
+
+
+# ---- resume: every row of a discarded step goes (schema version 10) -----------------------
+
+def _run_tables(store) -> dict[str, set[str]]:
+    """Every table of the schema -> its columns (FTS5's own tables left out)."""
+    names = [r[0] for r in store.db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND name NOT LIKE 'trajectories_fts%'")]
+    return {t: set(store.db[t].columns_dict) for t in names}
+
+
+def test_every_table_of_a_run_is_declared_per_step_or_per_run(store):
+    """A table with a run_id column is either truncated on resume (STEP_TABLES, with a step
+    column) or declared run-level; one that refers to a step table's rows is a child table.
+    A new table fails here until it is declared."""
+    from backend.store_schema import RUN_LEVEL_TABLES, STEP_CHILD_TABLES, STEP_TABLES
+
+    tables = _run_tables(store)
+    for table, cols in tables.items():
+        if "run_id" in cols:
+            assert (table in STEP_TABLES) != (table in RUN_LEVEL_TABLES), table
+        elif table != "runs":  # the run row itself (its step: the last one completed)
+            assert "step" not in cols, f"{table} has a step but no run_id"
+        parents = {r[2] for r in store.db.execute(f"PRAGMA foreign_key_list([{table}])")}
+        if parents & set(STEP_TABLES) and table not in STEP_TABLES:
+            assert STEP_CHILD_TABLES.get(table, (None, None))[1] in parents, table
+    for table in STEP_TABLES:
+        assert {"run_id", "step"} <= tables[table], table
+    for table, (column, parent, key) in STEP_CHILD_TABLES.items():
+        assert column in tables[table] and parent in STEP_TABLES and key in tables[parent]
+
+
+def test_truncate_after_leaves_no_row_of_a_later_step(store):
+    """After truncate_after(run, 2) no table holds a row of step 3+: not the evaluations of
+    phase "step-4" nor the previous attempt's "after" (the run's last step), not the
+    capability evaluations of a later checkpoint nor their samples. Steps 1-2, "before",
+    the run's pool state and other runs stay."""
+    rid, other = store.create_run("demo", {}, 5), store.create_run("other", {}, 5)
+    for run in (rid, other):
+        for step in (1, 2, 3, 4):
+            store.record_trajectories(run, step, make_samples(0, [1.0, 0.0]))
+            store.record_metrics(run, step, {"kl": 0.1 * step})
+            store.record_sandbox_executions([{"kind": "exec", "outcome": "ok", "exit_code": 0, "latency_ms": 1.0}],
+                                            run_id=run, step=step)
+            store.record_checkpoint(run, step, f"/ckpt/{run}/{step}")
+            store.create_eval("m", f"/ckpt/{run}/{step}", {}, {}, run_id=run, step=step)
+        for phase in ("before", "step-2", "step-4", "after"):
+            store.record_evaluation(run, phase, "chain_sum", 4, 0.5, 0.5, 1.0, "m")
+        store.record_pool_state(run, {"backend": "local", "size": 2})
+    for eval_run in store.list_evals():
+        store.record_eval_samples(eval_run["id"], [{"domain": "d", "level": 1, "task_seed": 1, "sample_idx": 0}])
+    tables = {t: cols for t, cols in _run_tables(store).items() if {"run_id", "step"} <= cols}
+    later = lambda run: {t: store.db.execute(f"SELECT count(*) FROM [{t}] WHERE run_id = ? AND step > 2",  # noqa: E731
+                                             [run]).fetchone()[0] for t in tables}
+    assert all(later(rid).values()), later(rid)  # every per-step table had rows to delete
+
+    store.truncate_after(rid, 2)
+    assert not any(later(rid).values()), later(rid)
+    assert [e["phase"] for e in store.evaluations(rid)] == ["before", "step-2"]
+    assert sorted(e["step"] for e in store.list_evals(run_id=rid)) == [1, 2]
+    samples = store.db.execute("SELECT count(*) FROM eval_samples s JOIN eval_runs e ON e.id = s.eval_id "
+                               "WHERE e.run_id = ?", [rid]).fetchone()[0]
+    assert samples == 2 == store.db.execute("SELECT count(*) FROM eval_samples").fetchone()[0] - 4
+    assert {t["step"] for t in store.trajectories(rid)} == {1, 2}
+    assert store.trajectories(rid, query="Answer") and store.trajectory_step_range(rid) == (1, 2)
+    assert [p["run_id"] for p in store.pool_states()].count(rid) == 1
+    assert all(later(other).values()) and len(store.evaluations(other)) == 4  # another run keeps all
+    store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('integrity-check')")
+
+
+def test_an_evaluations_step_comes_from_its_phase(store):
+    rid = store.create_run("demo", {}, 5)
+    for phase in ("before", "step-3", "after"):
+        store.record_evaluation(rid, phase, "chain_sum", 4, 0.5, 0.5, 1.0, "m")
+    assert [(e["phase"], e["step"]) for e in store.evaluations(rid)] == [("before", 0), ("step-3", 3), ("after", 5)]
+    for bad in ("final", "step-", "step-x", "step-²"):
+        with pytest.raises(ValueError, match="'before', 'after' or 'step-N'"):
+            store.record_evaluation(rid, bad, "chain_sum", 4, 0.5, 0.5, 1.0, "m")
+
+
+def test_migration_to_version_10_gives_each_evaluation_its_step(tmp_path):
+    path = tmp_path / "v9.db"
+    db = old_store(path, 9)
+    db["runs"].update("r1", {"total_steps": 6})
+    for phase in ("before", "step-4", "after", "custom"):
+        db["evaluations"].insert({"run_id": "r1", "phase": phase, "domain": "d", "n": 1, "accuracy": 1.0})
+    db.close()
+    with Store(path) as store:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == Store.SCHEMA_VERSION >= 10
+        assert [(e["phase"], e["step"]) for e in store.evaluations("r1")] == [
+            ("before", 0), ("step-4", 4), ("after", 6), ("custom", None)]
+        store.truncate_after("r1", 3)
+        assert [e["phase"] for e in store.evaluations("r1")] == ["before", "custom"]
+
+
+def test_import_computes_each_evaluations_step(tmp_path):
+    """The step is derived from the phase: left out of the export, computed on import (so a
+    file exported before version 10 gets it too)."""
+    import gzip
+
+    from backend.store_export import export_run, import_run
+
+    with Store(tmp_path / "a.db") as store:
+        rid = store.create_run("demo", {}, 4)
+        for phase in ("before", "step-2", "after"):
+            store.record_evaluation(rid, phase, "chain_sum", 4, 0.5, 0.5, 1.0, "m")
+        store.update_run(rid, status="completed")
+        export_run(store, rid, tmp_path / "run.rlwb.jsonl.gz")
+    lines = [json.loads(x) for x in gzip.decompress((tmp_path / "run.rlwb.jsonl.gz").read_bytes()).splitlines()]
+    rows = [x["row"] for x in lines if x.get("table") == "evaluations"]
+    assert len(rows) == 3 and not any("step" in r for r in rows)
+    with Store(tmp_path / "b.db") as store:
+        target, _ = import_run(store, tmp_path / "run.rlwb.jsonl.gz", new_id=True)
+        got = [(e["phase"], e["step"]) for e in store.evaluations(target)]
+        assert got == [("before", 0), ("step-2", 2), ("after", 4)]
