@@ -13,11 +13,16 @@ command replaces ``docker exec``'s ~100 ms runc set-up.
 When stdin closes (the orchestrator died or detached) the agent exits, tini exits, and the
 container stops; the host's garbage collector removes it.
 
-Requests: {"op": "run", "cmd", "timeout", "limit", "stdin" (b64), "fresh", "files"},
+Requests: {"op": "run", "cmd", "timeout", "limit", "stdin" (b64), "fresh", "files", "workspace"},
 {"op": "write", "path", "data" (b64), "mode"}, {"op": "read", "path", "limit"},
-{"op": "list", "path"}, {"op": "save", "limit"}, {"op": "restore", "data" (b64)},
-{"op": "reset", "data" (b64 or null)}, {"op": "kill"}. Errors the request caused (a bad
-path, not a regular file) come back with "user": true.
+{"op": "list", "path"}, {"op": "save", "limit"}, {"op": "restore", "data" (b64), "workspace"},
+{"op": "reset", "data" (b64 or null), "workspace"}, {"op": "state"}, {"op": "kill"}.
+"workspace" is the workspace directory's state at start (`sandboxes.base.WorkspaceState`
+as a dict): restore and reset give the directory itself that mode, owner and extended
+attributes back (a task may have run ``chmod 000 /workspace``); reset and state reply with
+the directory's state now (probe write as uid 1000 included); a fresh run whose state
+differs from it does not run the command and replies "refused": true with the state.
+Errors the request caused (a bad path, not a regular file) come back with "user": true.
 Replies carry "ok": true plus the op's fields, or "ok": false and "error".
 
 Not covered: being a security boundary on its own (the container is); anything outside
@@ -176,7 +181,10 @@ def run(req):
     before = oom_kills()
     if req.get("fresh"):
         clean_slate()
-        wipe()
+        restore(None, req["workspace"])
+        state = workspace_state()
+        if state != req["workspace"]:
+            return {"refused": True, "workspace": state}
         for path, text in req.get("files", {}).items():
             write(path, text.encode())
     stdin_path = "/rlwb/stdin"
@@ -242,14 +250,70 @@ def save(limit):
     return {"data": base64.b64encode(data).decode()}
 
 
-def restore(data):
-    """Empty the workspace and unpack an archive made by `save` (owners kept)."""
+def restore(data, base):
+    """Empty the workspace, unpack an archive made by `save` (owners kept; None: leave it
+    empty), and give the directory itself its state of `base` back."""
     wipe()
-    proc = subprocess.run(["tar", "-C", WS, "--numeric-owner", "-xpf", "-"], input=base64.b64decode(data),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if proc.returncode != 0:
-        raise UserError(f"rollback failed: {proc.stderr.decode(errors='replace')[-300:]}")
+    if data:
+        proc = subprocess.run(["tar", "-C", WS, "--numeric-owner", "-xpf", "-"], input=base64.b64decode(data),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            raise UserError(f"rollback failed: {proc.stderr.decode(errors='replace')[-300:]}")
+    restore_dir(base)
     return {}
+
+
+def restore_dir(base):
+    """Give the workspace directory itself the owner, mode and extended attributes of `base`
+    back. A directory mounted over or replaced can't be put back from in here (no
+    CAP_SYS_ADMIN); `workspace_state` shows it and the host replaces the sandbox."""
+    try:
+        if not stat.S_ISDIR(os.lstat(WS).st_mode):
+            return
+        names = os.listxattr(WS, follow_symlinks=False)
+    except OSError:
+        names = []
+    for name in set(names) - set(base["xattrs"]):
+        try:
+            os.removexattr(WS, name, follow_symlinks=False)
+        except OSError:
+            pass
+    try:
+        os.chown(WS, base["uid"], base["gid"], follow_symlinks=False)  # first: chown clears setuid/setgid
+        os.chmod(WS, base["mode"])
+    except OSError:
+        pass
+
+
+def probe():
+    """Whether uid 1000 can create and remove a file in the workspace (a forked child tries)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _as_sandbox_user()
+            name = f"{WS}/.rlwb-probe-{os.getpid()}"
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            os.unlink(name)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def workspace_state():
+    """The workspace directory itself now: `sandboxes.base.WorkspaceState`'s fields."""
+    processes = len(others())
+    try:
+        st = os.lstat(WS)
+    except FileNotFoundError:
+        return {"kind": "missing", "processes": processes}
+    kind = "dir" if stat.S_ISDIR(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode) else "other"
+    try:
+        xattrs = sorted(os.listxattr(WS, follow_symlinks=False))
+    except OSError:
+        xattrs = []
+    return {"kind": kind, "mode": stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid,
+            "device": st.st_dev, "xattrs": xattrs, "writable": kind == "dir" and probe(), "processes": processes}
 
 
 def read(path, limit):
@@ -288,10 +352,13 @@ def handle(req):
     if op == "save":
         return save(req["limit"])
     if op == "restore":
-        return restore(req["data"])
+        return restore(req["data"], req["workspace"])
     if op == "reset":  # a new episode: clean slate, then the base workspace (empty if none)
         clean_slate()
-        return restore(req["data"]) if req.get("data") else (wipe() or {})
+        restore(req.get("data"), req["workspace"])
+        return {"workspace": workspace_state()}
+    if op == "state":
+        return {"workspace": workspace_state()}
     if op == "kill":
         kill_all()
         return {}

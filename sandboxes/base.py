@@ -10,7 +10,12 @@
 
 A sandbox owns one workspace (``/workspace`` inside it, the only writable place besides
 ``/tmp``) and runs every command as an unprivileged user. Snapshots are tar images of the
-workspace kept in host memory; `reset` rolls back to the snapshot taken at `start`.
+workspace kept in host memory; `reset` rolls back to the snapshot taken at `start`, puts the
+workspace directory itself back as it was at `start` (type, mode, owner, extended
+attributes: a task may ``chmod 000 /workspace``), then verifies it (`WorkspaceState`: the
+same directory, mode and owner, a probe file the sandbox user can create and remove, no
+process left). A reset that can't be verified raises `SandboxError`, so the pool replaces
+the sandbox instead of handing it to the next task.
 
 Not covered here: how isolation is enforced (the backends), pooling and scheduling
 (`sandboxes.pool`). This is not a security boundary by itself: the Docker backend is the
@@ -23,7 +28,7 @@ import posixpath
 import time
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 from backend.errors import ConfigError, SandboxError, SandboxTimeout
 from sandboxes.spec import WORKSPACE, ExecResult, SandboxSpec
@@ -64,6 +69,64 @@ class FileInfo:
     size: int
 
 
+@dataclass(frozen=True)
+class WorkspaceState:
+    """The workspace directory itself (not its contents), as `Sandbox.reset` verifies it.
+
+    Ids and the device are as the backend sees them (the host's for ``local``, the
+    container's for ``docker``).
+
+    Attributes:
+        kind: "dir", "link", "other" or "missing" (lstat: a symlink is not followed).
+        mode: permission bits with setuid/setgid/sticky (``stat.S_IMODE``).
+        uid: owner's user id.
+        gid: owner's group id.
+        device: ``st_dev``; another file system mounted over the workspace changes it.
+        xattrs: names of its extended attributes (POSIX ACLs show as ``system.posix_acl_*``).
+        writable: the sandbox user created and removed a probe file in it.
+        processes: processes of the sandbox still running after the kill.
+    """
+
+    kind: str
+    mode: int = 0
+    uid: int = -1
+    gid: int = -1
+    device: int = -1
+    xattrs: tuple[str, ...] = ()
+    writable: bool = False
+    processes: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "WorkspaceState":
+        """From `as_dict`'s form (the Docker agent's replies)."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d} | {"xattrs": tuple(d.get("xattrs", ()))})
+
+    def as_dict(self) -> dict:
+        """JSON-ready form (xattrs as a list)."""
+        return asdict(self) | {"xattrs": list(self.xattrs)}
+
+    def problems(self, base: "WorkspaceState") -> list[str]:
+        """What makes this state unusable or different from `base` (the state at start), in
+        words; [] when it is fit for the next task."""
+        out = []
+        if self.kind != "dir":
+            out.append(f"it is {'missing' if self.kind == 'missing' else 'a ' + self.kind}, not a directory")
+        else:
+            if self.device != base.device:
+                out.append(f"another file system is mounted on it (device {self.device}, was {base.device})")
+            if self.mode != base.mode:
+                out.append(f"mode {self.mode:o}, was {base.mode:o}")
+            if (self.uid, self.gid) != (base.uid, base.gid):
+                out.append(f"owner {self.uid}:{self.gid}, was {base.uid}:{base.gid}")
+            if self.xattrs != base.xattrs:
+                out.append(f"extended attributes {list(self.xattrs)}, were {list(base.xattrs)}")
+            if not self.writable:
+                out.append("the sandbox user can't create a file in it")
+        if self.processes:
+            out.append(f"{self.processes} process(es) still running")
+        return out
+
+
 def workspace_path(path: str) -> str:
     """Absolute in-sandbox path for a workspace-relative (or absolute ``/workspace/...``) path.
 
@@ -97,38 +160,59 @@ class Sandbox(ABC):
         self.id: str | None = None
         self._snapshots: dict[str, bytes] = {}
         self._base_snapshot: str | None = None
+        self._base_workspace: WorkspaceState | None = None
         self._episode_used = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, spec: SandboxSpec | None = None) -> "Sandbox":
-        """Create the sandbox and take the base snapshot that `reset` returns to.
+        """Create the sandbox, record its workspace directory (`WorkspaceState`) and take the
+        base snapshot that `reset` returns to.
 
         Args:
             spec: replaces the spec given at construction, if not None.
 
         Raises:
             SandboxUnavailable: the backend can't run here (message says why).
-            SandboxError: the backend failed to create it.
+            SandboxError: the backend failed to create it, or its workspace is not usable.
         """
         if self.id is not None:
             raise ConfigError(f"sandbox {self.id[:12]} is already started; close it first")
         if spec is not None:
             self.spec = spec
         self._start()
-        self._base_snapshot = self.snapshot()
+        try:
+            self._base_workspace = self._workspace_state()
+            self._verify(self._base_workspace)
+            self._base_snapshot = self.snapshot()
+        except BaseException:
+            self.close()
+            raise
         self._episode_used = 0.0
         return self
 
     def reset(self) -> None:
-        """End the episode: kill every process, restore the base workspace, restart the clock.
+        """End the episode: kill every process, restore the base workspace (its files and the
+        directory itself), restart the clock, then verify the workspace directory.
 
         Raises:
-            SandboxError: the sandbox is gone (the pool replaces it).
+            SandboxError: the sandbox is gone, or its workspace directory could not be put
+                back as it was at `start` (the pool replaces it in both cases).
         """
-        self._clean_slate(self._snapshots[self._base_snapshot])
+        try:
+            state = self._clean_slate(self._snapshots[self._base_snapshot])
+        except OSError as e:  # a host-side failure of the harness, not the task's
+            raise SandboxError(f"sandbox {self.id}: reset failed ({e}); it must be replaced") from None
         for sid in [s for s in self._snapshots if s != self._base_snapshot]:
             del self._snapshots[sid]
         self._episode_used = 0.0
+        self._verify(state)
+
+    def _verify(self, state: WorkspaceState) -> None:
+        """Raise SandboxError unless `state` matches the workspace recorded at `start`."""
+        problems = state.problems(self._base_workspace)
+        if problems:
+            raise SandboxError(f"sandbox {self.id}: its workspace directory is not as it was at start "
+                               f"({'; '.join(problems)}); it must be replaced")
 
     def close(self) -> None:
         """Remove the sandbox and everything in it. Safe to call twice."""
@@ -243,7 +327,8 @@ class Sandbox(ABC):
         return sid
 
     def rollback(self, snapshot_id: str) -> None:
-        """Restore the workspace saved by `snapshot` (running processes are not touched).
+        """Restore the workspace saved by `snapshot`; the directory itself gets its type, mode
+        and owner of `start` back (running processes are not touched).
 
         Raises:
             ConfigError: unknown snapshot id.
@@ -262,11 +347,12 @@ class Sandbox(ABC):
     @abstractmethod
     def _exec(self, cmd: str, timeout_s: float, stdin: bytes | None) -> ExecResult: ...
 
-    def _clean_slate(self, base_archive: bytes) -> None:
-        """Kill every process and restore the base workspace (backends may do more, or do
-        it in one round trip)."""
+    def _clean_slate(self, base_archive: bytes) -> WorkspaceState:
+        """Kill every process, restore the base workspace, and return the workspace's state
+        for `reset` to verify (backends may do more, or do it in one round trip)."""
         self._kill_all()
         self._restore_workspace(base_archive)
+        return self._workspace_state()
 
     @abstractmethod
     def _kill_all(self) -> None:
@@ -287,7 +373,12 @@ class Sandbox(ABC):
 
     @abstractmethod
     def _restore_workspace(self, archive: bytes) -> None:
-        """Empty the workspace and unpack `archive` into it."""
+        """Empty the workspace, unpack `archive` into it, and give the directory itself the
+        type, mode, owner and extended attributes of `self._base_workspace` back."""
+
+    @abstractmethod
+    def _workspace_state(self) -> WorkspaceState:
+        """The workspace directory as it is now, probe write by the sandbox user included."""
 
 
 def check_files(files) -> dict[str, str]:

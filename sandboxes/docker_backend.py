@@ -45,8 +45,8 @@ import requests.exceptions
 
 from backend.errors import ConfigError, SandboxError, SandboxUnavailable
 from sandboxes.owners import owner_alive, owner_tag
-from sandboxes.base import (MAX_FILE_BYTES, FileInfo, Sandbox, stdin_bytes, check_command, check_files,
-                            check_timeout, workspace_path)
+from sandboxes.base import (MAX_FILE_BYTES, FileInfo, Sandbox, WorkspaceState, stdin_bytes, check_command,
+                            check_files, check_timeout, workspace_path)
 from sandboxes.spec import WORKSPACE, ExecResult
 
 LABEL = "rlwb.sandbox"
@@ -312,8 +312,10 @@ class DockerSandbox(Sandbox):
     def run_fresh(self, cmd: str, files: dict[str, str] | None = None, timeout_s: float | None = None,
                   stdin: str | bytes | None = None) -> ExecResult:
         """`Sandbox.run_fresh` in one round trip: the agent kills leftovers, empties the
-        workspace, writes `files`, runs `cmd` and kills what it left behind. Falls back to
-        the generic path when the base workspace (at `start`) was not empty."""
+        workspace and restores the directory itself, verifies it (refusing to run `cmd` if
+        it is not as at `start`: SandboxError, the pool replaces the sandbox), writes
+        `files`, runs `cmd` and kills what it left behind. Falls back to the generic path
+        when the base workspace (at `start`) was not empty."""
         if not self._base_empty:
             return super().run_fresh(cmd, files, timeout_s, stdin)
         timeout = check_timeout(timeout_s if timeout_s is not None else self.spec.command_timeout_s)
@@ -321,11 +323,14 @@ class DockerSandbox(Sandbox):
         data = stdin_bytes(stdin) or b""
         files = {workspace_path(p): t for p, t in check_files(files).items()}
         return self._run({"op": "run", "cmd": cmd, "timeout": timeout, "stdin": _b64(data), "fresh": True,
-                          "files": files}, timeout)
+                          "files": files, "workspace": self._base_workspace.as_dict()}, timeout)
 
     def _run(self, request: dict, timeout_s: float) -> ExecResult:
         check_command(request["cmd"])
         r = self._call({**request, "limit": self.spec.output_limit_bytes}, timeout_s)
+        if r.get("refused"):  # a fresh run whose workspace could not be restored: cmd did not run
+            self._verify(WorkspaceState.from_dict(r["workspace"]))
+            raise SandboxError(f"sandbox {self.id}: the agent found its workspace changed; it must be replaced")
         return ExecResult(exit_code=r["exit_code"], stdout=_text(r["stdout"]), stderr=_text(r["stderr"]),
                           duration_ms=r["duration_ms"], timed_out=r["timed_out"], oom_killed=r["oom_killed"],
                           truncated_bytes=r["truncated_bytes"])
@@ -342,10 +347,15 @@ class DockerSandbox(Sandbox):
     def _list(self, path: str) -> list[FileInfo]:
         return [FileInfo(n, k, int(s)) for n, k, s in self._call({"op": "list", "path": path})["entries"]]
 
-    def _clean_slate(self, base_archive: bytes) -> None:
+    def _clean_slate(self, base_archive: bytes) -> WorkspaceState:
         """One round trip: every process killed, /tmp, /dev/shm and SysV IPC emptied, the
-        base workspace restored."""
-        self._call({"op": "reset", "data": None if self._base_empty else _b64(base_archive)})
+        base workspace and the directory itself restored, its state returned."""
+        reply = self._call({"op": "reset", "data": None if self._base_empty else _b64(base_archive),
+                            "workspace": self._base_workspace.as_dict()})
+        return WorkspaceState.from_dict(reply["workspace"])
+
+    def _workspace_state(self) -> WorkspaceState:
+        return WorkspaceState.from_dict(self._call({"op": "state"})["workspace"])
 
     def _save_workspace(self) -> bytes:
         limit = (self.spec.workspace_mb + 16) * 1024 * 1024
@@ -355,7 +365,7 @@ class DockerSandbox(Sandbox):
         return archive
 
     def _restore_workspace(self, archive: bytes) -> None:
-        self._call({"op": "restore", "data": _b64(archive)})
+        self._call({"op": "restore", "data": _b64(archive), "workspace": self._base_workspace.as_dict()})
 
 
 def _b64(data: bytes) -> str:

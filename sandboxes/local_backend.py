@@ -13,10 +13,16 @@ timeout kills the whole process group (the PID namespace dies with it).
 WEAKER ISOLATION than the Docker backend, and reported as such by the CLI and the page:
 the host's /usr and /etc are readable, limits are per process rather than per sandbox (no
 cgroup), and the workspace size is only enforced per file. It is never chosen silently when Docker was asked for.
+
+A reset deletes the workspace directory and makes it anew with the mode and owner it had at
+start, so a task that locked it (``chmod 000 /workspace``, unreadable subdirectories: an
+ordinary user's ``rm -rf`` can't enter them) does not lock out the next one; the probe of
+`Sandbox.reset` writes as the user bwrap runs as.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -28,7 +34,7 @@ import time
 from pathlib import Path
 
 from backend.errors import ConfigError, SandboxError, SandboxUnavailable
-from sandboxes.base import MAX_FILE_BYTES, FileInfo, Sandbox, require
+from sandboxes.base import MAX_FILE_BYTES, FileInfo, Sandbox, WorkspaceState, require
 from sandboxes.spec import WORKSPACE, ExecResult, OutputCap
 
 _KINDS = {True: "dir", False: "file"}
@@ -127,6 +133,8 @@ class LocalSandbox(Sandbox):
     def _kill_all(self) -> None:
         for proc in list(getattr(self, "_procs", ())):
             _kill_group(proc)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)  # reaped, so `_workspace_state` counts only what survived
 
     def _write(self, path: str, data: bytes, mode: int) -> None:
         host = self._host(path)
@@ -186,10 +194,29 @@ class LocalSandbox(Sandbox):
 
     def _restore_workspace(self, archive: bytes) -> None:
         _rm_tree(self._ws)
+        require(not os.path.lexists(self._ws), f"could not remove the workspace {self._ws}")
         self._ws.mkdir(mode=0o700)
         proc = subprocess.run(["tar", "-C", str(self._ws), "-xpf", "-"], input=archive, capture_output=True)
         require(proc.returncode == 0, f"rollback failed: {proc.stderr.decode(errors='replace')[-300:]}")
         _own(self._ws, recursive=True)
+        base = self._base_workspace  # the directory itself as at start (tar's "./" entry may differ)
+        if os.geteuid() == 0:
+            os.lchown(self._ws, base.uid, base.gid)
+        os.chmod(self._ws, base.mode)
+
+    def _workspace_state(self) -> WorkspaceState:
+        live = sum(proc.poll() is None for proc in list(getattr(self, "_procs", ())))
+        try:
+            st = os.lstat(self._ws)
+        except FileNotFoundError:
+            return WorkspaceState("missing", processes=live)
+        kind = "dir" if stat.S_ISDIR(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode) else "other"
+        try:
+            xattrs = tuple(sorted(os.listxattr(self._ws, follow_symlinks=False)))
+        except OSError:  # a file system without extended attributes
+            xattrs = ()
+        return WorkspaceState(kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_dev, xattrs,
+                              kind == "dir" and _probe(self._ws), live)
 
 
 NOBODY = 65534
@@ -205,9 +232,25 @@ def _own(path: Path, recursive: bool = False) -> None:
         os.lchown(path, NOBODY, NOBODY)
 
 
+def _probe(ws: Path) -> bool:
+    """Whether the user bwrap runs as (nobody when we are root, else us) can create and
+    remove a file in `ws`."""
+    root = os.geteuid() == 0
+    proc = subprocess.run(["sh", "-c", 'f=$(mktemp -p "$1" .rlwb-probe.XXXXXX) && rm -f -- "$f"', "probe", str(ws)],
+                          user=NOBODY if root else None, group=NOBODY if root else None,
+                          extra_groups=[] if root else None, cwd="/", capture_output=True)
+    return proc.returncode == 0
+
+
 def _rm_tree(path: Path) -> None:
-    """rm -rf (handles trees of any depth, unlike shutil.rmtree)."""
-    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False, capture_output=True)
+    """rm -rf (handles trees of any depth, unlike shutil.rmtree). An ordinary user's rm can't
+    enter the directories a task made unreadable (``chmod 000``): their owner gets rwx back
+    first (chmod -R never follows symlinks met inside the tree)."""
+    rm = ["rm", "-rf", "--one-file-system", "--", str(path)]
+    subprocess.run(rm, check=False, capture_output=True)
+    if os.path.lexists(path) and not os.path.islink(path):
+        subprocess.run(["chmod", "-R", "u+rwx", "--", str(path)], check=False, capture_output=True)
+        subprocess.run(rm, check=False, capture_output=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -8,11 +8,16 @@
     pool.close()
 
 The pool keeps `size` started sandboxes; `lease()` hands one out and, on return, resets it
-(every process killed, workspace restored from the snapshot taken at start) so no task sees
-another's files. A sandbox whose reset fails (container died, engine error) is closed and
-replaced. A background thread collects orphaned containers (owner process gone) every
-`gc_interval_s`, and `start()` collects them first, so a killed orchestrator leaves nothing
-behind after the next start.
+(every process killed, workspace restored from the snapshot taken at start, the workspace
+directory itself given its type, mode and owner back) so no task sees another's files or
+inherits a ``chmod 000 /workspace``. A sandbox whose reset fails (container died, engine
+error) or can't be verified (`Sandbox.reset`: the directory not as at start, a probe file
+the sandbox user can't write, a process left) is closed and replaced, and counted in
+``state()["replaced"]``; the next task gets a fresh one. Jobs (`Scheduler`, clean=False)
+reset at their start instead (`Sandbox.run_fresh`), with the same check: one that fails is
+a harness fault, retried on the replacement. A background thread collects orphaned
+containers (owner process gone) every `gc_interval_s`, and `start()` collects them first,
+so a killed orchestrator leaves nothing behind after the next start.
 
 The scheduler runs jobs with bounded concurrency (a thread per slot, jobs queued in
 order). A *harness fault* (engine error, container died mid-job) is retried on a fresh
@@ -217,7 +222,8 @@ class SandboxPool:
             self.replace(sb)
 
     def replace(self, sb: Sandbox) -> None:
-        """Close a broken sandbox and start a fresh one in its place.
+        """Close a broken sandbox (or one whose reset could not be verified) and start a fresh
+        one in its place; counted in `state()["replaced"]`.
 
         Raises:
             SandboxError: the replacement could not be started.

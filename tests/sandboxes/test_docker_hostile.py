@@ -209,3 +209,38 @@ def test_api_misuse_gets_clear_errors(docker_engine, test_label):
     with pytest.raises(SandboxError):
         sb.exec("true")
     assert containers_with(docker_engine, test_label) == []
+
+
+def _in_mount_namespace(docker_engine, sb, *argv):
+    """Run argv (host root) in the container's mount and PID namespaces: the damage no task
+    of uid 1000 can do, so the reset can't undo it either."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("nsenter") is None:
+        pytest.skip("needs root and nsenter(1) on the host to change the container's mounts")
+    pid = str(docker_engine.api.inspect_container(sb.id)["State"]["Pid"])
+    subprocess.run(["nsenter", "-t", pid, "-m", "-p", *argv], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("damage", [["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", "/workspace"],
+                                    ["umount", "-l", "/workspace"]], ids=["mounted-over", "removed"])
+def test_a_workspace_the_reset_cannot_restore_is_replaced(docker_engine, test_label, damage):
+    from sandboxes.pool import SandboxJob, SandboxPool, Scheduler
+
+    with SandboxPool("docker", SPEC, size=1, labels=test_label, gc_interval_s=0) as pool:
+        with pool.lease() as sb:
+            _in_mount_namespace(docker_engine, sb, *damage)
+        with pool.lease() as fresh:  # the failed verification replaced it at release
+            r = fresh.exec("echo ok > f && cat f")
+        assert fresh is not sb and (r.exit_code, r.stdout, r.stderr) == (0, "ok\n", "")
+        assert pool.state()["replaced"] == 1
+
+        sched = Scheduler(pool, max_retries=1)  # a job's own reset (run_fresh) verifies too
+        _in_mount_namespace(docker_engine, fresh, *damage)
+        [job] = sched.run([SandboxJob("echo ok > f && cat f")])
+        sched.close()
+        assert job.fault is None and job.result.stdout == "ok\n" and job.attempts == 2
+        assert "workspace directory is not as it was at start" in job.error, job.error
+        assert pool.state()["replaced"] == 2
+    assert containers_with(docker_engine, test_label) == []

@@ -149,3 +149,34 @@ def test_a_malformed_job_is_answered_not_raised(pool):
     assert [r.outcome for r in results] == ["invalid", "invalid", "ok"]
     assert results[0].attempts == 1 and "leaves the workspace" in results[0].error
     assert m["queue_depth"] == 0 and m["failures/invalid"] == 2
+
+
+# a task changes the workspace directory itself, not just the files in it
+_DIR_DAMAGE = ["chmod 000 /workspace", "touch a; mkdir -p d/e; chmod 000 d/e d .", "chmod -w .", "chmod 6777 .",
+               "python3 -c \"import os; os.setxattr('/workspace', 'user.mark', b'1')\""]
+_NEXT_TASK = ("echo ok > f && cat f && stat -c '%a %u:%g %F' /workspace && "
+              "python3 -c \"import os; print(os.listxattr('/workspace'))\"")
+
+
+@pytest.mark.parametrize("damage", _DIR_DAMAGE)
+def test_a_task_that_changes_its_workspace_dir_does_not_poison_the_next_lease(pool, damage):
+    for _ in range(pool.size):  # every warm sandbox gets the damage
+        with pool.lease() as sb:
+            assert sb.exec(damage).exit_code == 0
+    for _ in range(pool.size):
+        with pool.lease() as sb:
+            r = sb.exec(_NEXT_TASK)
+        assert (r.exit_code, r.stdout, r.stderr) == (0, "ok\n755 1000:1000 directory\n[]\n", "")
+    assert pool.state()["replaced"] == 0  # put back in place, not replaced
+
+
+@pytest.mark.parametrize("damage", _DIR_DAMAGE)
+def test_a_job_that_changes_its_workspace_dir_does_not_poison_the_next_job(pool, damage):
+    sched = Scheduler(pool, concurrency=1, max_retries=0)
+    first = sched.run([SandboxJob(damage) for _ in range(pool.size)])
+    after = sched.run([SandboxJob(_NEXT_TASK) for _ in range(pool.size)])
+    sched.close()
+    assert [r.result.exit_code for r in first] == [0] * pool.size
+    clean = (None, "ok\n755 1000:1000 directory\n[]\n")
+    assert [(r.fault, r.result and r.result.stdout) for r in after] == [clean] * pool.size
+    assert pool.state()["replaced"] == 0
