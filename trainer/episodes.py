@@ -64,7 +64,7 @@ def sandbox_spec(cfg):
 
 
 def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos: bool, role: str = "user",
-                    template_kw: dict | None = None) -> list[int]:
+                    template_kw: dict | None = None, eos_text: str | None = None) -> list[int]:
     """Token ids that close an assistant turn, add `observation` as a user turn and open the
     next assistant turn, as the model's chat template renders them.
 
@@ -72,10 +72,12 @@ def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos
         tokenizer: the policy's tokenizer (with a chat template).
         messages: the episode's opening messages (system, user).
         observation: the environment's text for the model.
-        after_eos: the assistant turn already ended with the EOS token, whose text is then
-            not repeated.
+        after_eos: the assistant turn already ended with an end-of-sequence token, whose text
+            (`eos_text`) is then not repeated where the template's next turn starts with it.
         role: the observation message's role ("user", or "tool" for tool results).
         template_kw: extra `apply_chat_template` arguments of the episode (its `tools`).
+        eos_text: the text of the token that ended the turn; None: the tokenizer's eos. It
+            may be another of the model's end-of-sequence ids (its generation config's).
 
     Returns:
         The observation segment's token ids (masked out of the loss).
@@ -88,7 +90,7 @@ def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos
     cut = before.index(_SENTINEL) + len(_SENTINEL)
     assert after[:cut] == before[:cut], "chat template renders earlier turns differently once a turn is added"
     segment = after[cut:]
-    eos = tokenizer.eos_token or ""
+    eos = (tokenizer.eos_token or "") if eos_text is None else eos_text
     if after_eos and eos and segment.startswith(eos):
         segment = segment[len(eos):]
     return tokenizer(segment, add_special_tokens=False)["input_ids"]
@@ -206,7 +208,6 @@ def _guard(ep: _Episode, fn):
 
 def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_tokens, max_episode_tokens,
                temperature, top_p) -> None:
-    eos_id = tokenizer.eos_token_id
     while active := [ep for ep in wave if not ep.done]:
         contexts = [prompt_ids[ep.group] + ep.ids for ep in active]
         budget = min(max_new_tokens, max_episode_tokens - max(len(c) for c in contexts))
@@ -232,9 +233,12 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
                 ep.breakdown = info.get("breakdown")
                 ep.finish = "stop" if terminated else "length"
                 continue
-            ended = bool(comp.token_ids) and comp.token_ids[-1] == eos_id
+            # "stop": the turn ended at one of the model's end-of-sequence ids, the tokenizer's
+            # eos or another of its generation config's (the engines stop at each)
+            ended = comp.finish_reason == "stop" and bool(comp.token_ids)
+            end = tokenizer.decode(comp.token_ids[-1:]) if ended else None
             messages, kw, role = opening[ep.group]
-            seg = observation_ids(tokenizer, messages, obs, ended, role=role, template_kw=kw)
+            seg = observation_ids(tokenizer, messages, obs, ended, role=role, template_kw=kw, eos_text=end)
             if len(prompt_ids[ep.group]) + len(ep.ids) + len(seg) + 1 > max_episode_tokens:
                 _end_for_length(ep)
                 continue

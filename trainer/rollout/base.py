@@ -61,6 +61,9 @@ class RolloutEngine(ABC):
 
         Returns:
             B lists of n `Completion`s, in prompt order, each with per-token sampling logprobs.
+            A completion ends at any of the model's end-of-sequence ids (the tokenizer's eos
+            and those of its generation config), finish reason "stop", or at
+            `max_new_tokens`, "length".
         """
 
     @abstractmethod

@@ -8,6 +8,9 @@ no top-p) at each sampled token, matching `VLLMEngine` (``logprobs_mode="raw_log
 `generate` records them from the logits each token was sampled from (a logits processor
 that runs before transformers' temperature/top-p warpers); `score` runs a forward pass.
 
+Generation stops at every end-of-sequence id: the tokenizer's eos and those of the model's
+``generation_config`` (`eos_token_ids`), as vLLM and transformers' own defaults do.
+
 Not covered: KV-cache reuse across requests, continuous batching, or any speed-up beyond
 padded ``generate`` calls over micro-batches of prompts; it is the slower engine (see
 ``bench/rollout_throughput.py``).
@@ -25,6 +28,18 @@ from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
 from trainer.types import Completion
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def eos_token_ids(tokenizer, generation_config) -> list[int]:
+    """Every id that ends a completion: the tokenizer's eos, then those of the model's
+    generation config (``eos_token_id``, an int or a list, e.g. Llama 3's ``<|eot_id|>``
+    beside ``<|end_of_text|>``). Empty when neither names one."""
+    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    extra = generation_config.eos_token_id
+    for i in [extra] if isinstance(extra, int) else list(extra or []):
+        if int(i) not in ids:
+            ids.append(int(i))
+    return ids
 
 
 class _RawLogprobRecorder:
@@ -95,9 +110,9 @@ class HFEngine(RolloutEngine):
         self.model.to(self.device).eval()
         self.score_batch = score_batch
         self.gen_batch = gen_batch
-        self.eos_id = self.tokenizer.eos_token_id
+        self.eos_ids = eos_token_ids(self.tokenizer, self.model.generation_config)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
-            else self.eos_id
+            else (self.eos_ids or [None])[0]
         with torch.random.fork_rng(devices=self._rng_devices()):
             torch.manual_seed(seed)
             self._rng = self._get_rng()
@@ -127,7 +142,9 @@ class HFEngine(RolloutEngine):
         """Sample `n` completions per prompt, `gen_batch` prompts per ``generate`` call.
 
         See `RolloutEngine.generate`. Logprobs are raw (temperature 1, no top-p) logprobs
-        of the sampled tokens, read from the very logits each token was sampled from.
+        of the sampled tokens, read from the very logits each token was sampled from. A
+        completion ends at the first of `eos_token_ids` (finish "stop", the id kept, its text
+        left out of ``text``).
         `on_group` gets the groups of each ``generate`` call as it returns.
         """
         result: list[list[Completion]] = []
@@ -159,7 +176,7 @@ class HFEngine(RolloutEngine):
             top_k=0 if sample else None,
             max_new_tokens=max_new_tokens,
             num_return_sequences=per_prompt,
-            eos_token_id=self.eos_id,
+            eos_token_id=self.eos_ids or None,
             pad_token_id=self.pad_id,
         )
         recorder = _RawLogprobRecorder()
@@ -173,14 +190,14 @@ class HFEngine(RolloutEngine):
         logprobs = recorder.finish(out).tolist()  # (B*per_prompt, new tokens)
         new = out[:, width:].tolist()  # grouped by prompt: row // per_prompt
 
+        stops = set(self.eos_ids)
         result: list[list[Completion]] = [[] for _ in prompts]
         for row, (seq, lps) in enumerate(zip(new, logprobs)):
-            if self.eos_id in seq:
-                cut, reason = seq.index(self.eos_id) + 1, "stop"
-            else:
-                cut, reason = len(seq), "length"
+            cut = next((i + 1 for i, t in enumerate(seq) if t in stops), None)
+            reason = "length" if cut is None else "stop"
             seq, lps = seq[:cut], lps[:cut]
-            text = self.tokenizer.decode(seq, skip_special_tokens=True)
+            # as vLLM: the stop token is kept in the ids but not in the text
+            text = self.tokenizer.decode(seq[:-1] if reason == "stop" else seq, skip_special_tokens=True)
             for _ in range(copies):
                 result[row // per_prompt].append(Completion(list(seq), list(lps), text, reason))
         return result

@@ -12,6 +12,10 @@ same weights, so the importance ratio pi_new / pi_old compares like with like. W
 sampling at temperature != 1 or top_p < 1 these are therefore *not* the probabilities the
 sampler actually drew from ("processed_logprobs" would give those).
 
+Stop tokens: vLLM reads the model's ``generation_config.json`` (``generation_config="auto"``,
+its default) and stops at each of its ``eos_token_id`` ids as well as the tokenizer's eos,
+with finish reason "stop"; the stop id is kept in the token ids and left out of the text.
+
 Tensor parallelism (``tensor_parallel_size`` N > 1) runs on N GPUs: vLLM then starts N
 worker processes, and `update_weights` sends the weights to each of them (pickled through
 vLLM's message queue rather than handed over in process). Not covered: tensor parallelism
