@@ -64,8 +64,10 @@ class RunConfig(BaseModel):
     max_new_tokens: int = Field(
         64, ge=1, le=768, description="Cap on generated tokens per completion (prompt + completion fit 1024)."
     )
-    temperature: float = Field(1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass for training rollouts.")
+    temperature: float = Field(1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts; "
+                               "the learner scores policy and reference at the same temperature (logits / T).")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass for training rollouts "
+                         "(the learner applies no top-p).")
 
     learning_rate: float = Field(1e-5, gt=0.0, lt=1.0, description="Peak AdamW learning rate.")
     lr_schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="Schedule after warmup.")

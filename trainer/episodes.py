@@ -64,7 +64,7 @@ def sandbox_spec(cfg):
 
 
 def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos: bool, role: str = "user",
-                    template_kw: dict | None = None) -> list[int]:
+                    template_kw: dict | None = None, eos_text: str | None = None) -> list[int]:
     """Token ids that close an assistant turn, add `observation` as a user turn and open the
     next assistant turn, as the model's chat template renders them.
 
@@ -72,10 +72,12 @@ def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos
         tokenizer: the policy's tokenizer (with a chat template).
         messages: the episode's opening messages (system, user).
         observation: the environment's text for the model.
-        after_eos: the assistant turn already ended with the EOS token, whose text is then
-            not repeated.
+        after_eos: the assistant turn already ended with an end-of-sequence token, whose text
+            (`eos_text`) is then not repeated where the template's next turn starts with it.
         role: the observation message's role ("user", or "tool" for tool results).
         template_kw: extra `apply_chat_template` arguments of the episode (its `tools`).
+        eos_text: the text of the token that ended the turn; None: the tokenizer's eos. It
+            may be another of the model's end-of-sequence ids (its generation config's).
 
     Returns:
         The observation segment's token ids (masked out of the loss).
@@ -88,7 +90,7 @@ def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos
     cut = before.index(_SENTINEL) + len(_SENTINEL)
     assert after[:cut] == before[:cut], "chat template renders earlier turns differently once a turn is added"
     segment = after[cut:]
-    eos = tokenizer.eos_token or ""
+    eos = (tokenizer.eos_token or "") if eos_text is None else eos_text
     if after_eos and eos and segment.startswith(eos):
         segment = segment[len(eos):]
     return tokenizer(segment, add_special_tokens=False)["input_ids"]
@@ -213,7 +215,6 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
     """Play a wave of episodes turn by turn until each ends. An episode stops cleanly
     (finish "length", the reason in its breakdown's "truncated") before its sequence
     would pass `max_episode_tokens` or the engine's window, whichever is smaller."""
-    eos_id = tokenizer.eos_token_id
     window = engine.window
     limit = max_episode_tokens if window is None else min(max_episode_tokens, window)
     why = (f"episode token budget: max_episode_tokens {max_episode_tokens} reached" if limit == max_episode_tokens
@@ -246,9 +247,12 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
                 if truncated and not terminated:
                     ep.truncated = info.get("truncated_reason", "turn budget: the environment's max_turns reached")
                 continue
-            ended = bool(comp.token_ids) and comp.token_ids[-1] == eos_id
+            # "stop": the turn ended at one of the model's end-of-sequence ids, the tokenizer's
+            # eos or another of its generation config's (the engines stop at each)
+            ended = comp.finish_reason == "stop" and bool(comp.token_ids)
+            end = tokenizer.decode(comp.token_ids[-1:]) if ended else None
             messages, kw, role = opening[ep.group]
-            seg = observation_ids(tokenizer, messages, obs, ended, role=role, template_kw=kw)
+            seg = observation_ids(tokenizer, messages, obs, ended, role=role, template_kw=kw, eos_text=end)
             if len(prompt_ids[ep.group]) + len(ep.ids) + len(seg) + 1 > limit:
                 _end_for_length(ep, why)
                 continue

@@ -6,6 +6,13 @@ CUDA on GPUs, with no code change. A frozen copy of the initial weights is the K
 reference. The loss is `trainer.algorithms.grpo.policy_loss` (token-level aggregation over
 the whole step, so micro-batches add up to exactly the full-batch gradient).
 
+Temperature: the run samples at ``temperature`` T, so the policy's and the reference's
+logprobs (and the entropy metric) are taken from logits / T, the distribution the rollout
+engine sampled from and whose logprobs it returns; with T = 1 they are the raw ones. This
+is what TRL's GRPOTrainer (``logits / self.temperature``) and verl's actor
+(``logits.div_(temperature)``) do. top_p is not applied here (see `trainer.rollout.vllm_engine`
+for what that means for the ratio when top_p < 1).
+
 Batching (`BATCHINGS`): "packed" (the default) puts several sequences end to end in each row
 with position ids that restart at 0 and no attention mask, so transformers attends within
 each sequence only, and computes logits for the scored completion tokens alone; "padded"
@@ -91,8 +98,9 @@ def _ensure_single_process_env() -> None:
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   with_entropy: bool = False, first_scored: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probabilities of each token given its prefix.
+                   with_entropy: bool = False, first_scored: int = 1,
+                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of each token given its prefix, log_softmax(logits / temperature).
 
     Only positions >= `first_scored` are scored: logits are computed for those alone (HF's
     ``logits_to_keep``), which skips the vocabulary projection and softmax over the prompt,
@@ -104,6 +112,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
         attention_mask: (N, T) 1 on real tokens.
         with_entropy: also return the per-position entropy of the predictive distribution.
         first_scored: first column to score, >= 1 (e.g. the shortest prompt's length).
+        temperature: sampling temperature T > 0 the logits are divided by (1: raw).
 
     Returns:
         (N, T) logprobs where column t scores input_ids[:, t] (columns before `first_scored`
@@ -114,7 +123,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     keep = t - first_scored + 1  # logits at positions first_scored-1 .. t-1
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
                    logits_to_keep=keep).logits[:, :-1].float()
-    logp_all = F.log_softmax(logits, dim=-1)
+    logp_all = F.log_softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
     taken = logp_all.gather(-1, input_ids[:, first_scored:].unsqueeze(-1)).squeeze(-1)
     out = F.pad(taken, (first_scored, 0))
     ent = None
@@ -146,8 +155,10 @@ class _ScoredPositions:
 
 def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_ids: torch.Tensor,
                           position_ids: torch.Tensor, logit_index: torch.Tensor, targets: torch.Tensor,
-                          with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probabilities of the scored tokens of packed sequences (`PackedMicroBatch`).
+                          with_entropy: bool = False,
+                          temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of the scored tokens of packed sequences (`PackedMicroBatch`),
+    log_softmax(logits / temperature).
 
     No attention mask is passed: transformers reads the packing from the position ids and
     masks attention to each sequence (``use_cache=False`` is needed for that: with a cache
@@ -163,6 +174,7 @@ def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_i
         targets: (K,) token ids scored.
         with_entropy: also return the entropy (nats) of each of those K predictive
             distributions.
+        temperature: sampling temperature T > 0 the logits are divided by (1: raw).
 
     Returns:
         (K,) logprobs and (K,) entropies (or None).
@@ -171,7 +183,7 @@ def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_i
         logits = model(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits.float()
     logits = logits.reshape(-1, logits.shape[-1])
     assert logits.shape[0] == logit_index.shape[0], "the LM head was not applied to the scored positions"
-    logp_all = F.log_softmax(logits, dim=-1)
+    logp_all = F.log_softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
     taken = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = None
     if with_entropy:
@@ -375,12 +387,12 @@ class DeepSpeedLearner:
         """Forward pass and loss of one right-padded micro-batch; (loss, entropy sum in nats)."""
         ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
         mask = micro.completion_mask.to(self.device)
-        first = _first_completion_column(mask)
+        first, temp = _first_completion_column(mask), self.cfg.temperature
         ref_lp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_lp, _ = token_logprobs(self.ref_model, ids, att, first_scored=first)
-        logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first)
+                ref_lp, _ = token_logprobs(self.ref_model, ids, att, first_scored=first, temperature=temp)
+        logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first, temperature=temp)
         out = policy_loss(
             logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask,
             clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
@@ -397,15 +409,15 @@ class DeepSpeedLearner:
         dev = self.device
         ids, pos = micro.input_ids.to(dev), micro.position_ids.to(dev)
         index, targets = micro.logit_index.to(dev), micro.targets.to(dev)
-        mask = micro.completion_mask.to(dev).unsqueeze(1)
+        mask, temp = micro.completion_mask.to(dev).unsqueeze(1), self.cfg.temperature
         ref_lp = None
         if self.ref_model is not None:
             with torch.no_grad():
                 ref_lp, _ = packed_token_logprobs(self.ref_model, self.ref_model.get_output_embeddings(),
-                                                  ids, pos, index, targets)
+                                                  ids, pos, index, targets, temperature=temp)
                 ref_lp = ref_lp.unsqueeze(1)
         logp, ent = packed_token_logprobs(self.engine, self.module.get_output_embeddings(), ids, pos, index,
-                                          targets, with_entropy=True)
+                                          targets, with_entropy=True, temperature=temp)
         out = policy_loss(
             logp.unsqueeze(1), micro.old_logprobs.to(dev).unsqueeze(1), micro.advantages.to(dev), mask,
             clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
@@ -426,7 +438,8 @@ class DeepSpeedLearner:
 
     @torch.no_grad()
     def logprobs(self, batch: LearnerBatch) -> torch.Tensor:
-        """(N, T) logprobs of `batch.input_ids` under the current weights (eval mode)."""
+        """(N, T) raw (temperature 1, as `RolloutEngine.score`) logprobs of `batch.input_ids`
+        under the current weights (eval mode)."""
         self.engine.eval()
         lp, _ = token_logprobs(self.module, batch.input_ids.to(self.device), batch.attention_mask.to(self.device),
                                first_scored=_first_completion_column(batch.completion_mask))

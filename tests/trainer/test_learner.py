@@ -75,3 +75,35 @@ def test_extension_builds_are_per_environment_and_a_dead_builders_lock_is_cleare
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
     learner._extensions_dir()
     assert os.environ["TORCH_EXTENSIONS_DIR"] == os.path.join(sys.prefix, "torch_extensions")
+
+
+@pytest.mark.parametrize("batching", ["packed", "padded"])
+def test_step_scores_policy_and_reference_at_the_runs_temperature(tiny_model_dir, batching):
+    # The engine's logprobs at T = 0.7 are log_softmax(logits / 0.7) (tests/trainer/test_rollout.py);
+    # with those as old logprobs the first step's importance ratio is exactly 1, no token is
+    # clipped, and the KL to the reference (the same weights, scored at the same T) is 0.
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import DeepSpeedLearner
+
+    temp = 0.7
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    samples = []
+    for i in range(4):
+        prompt, comp = [1, 10 + i, 20 + i], [40 + i, 50 + i, 60 + i, 70 + i]
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + comp])).logits[0, len(prompt) - 1:-1].float()
+        lps = (logits / temp).log_softmax(-1).gather(-1, torch.tensor(comp)[:, None])[:, 0].tolist()
+        samples.append(Sample("basic_arithmetic", i, i // 2, i % 2, "p", prompt, Completion(comp, lps, "x", "length"),
+                              advantage=1.0 if i % 2 == 0 else -1.0))
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=2, group_size=2, micro_batch_size=2,
+                    learning_rate=1e-3, kl_coef=0.1, temperature=temp, model=str(tiny_model_dir))
+    learner = DeepSpeedLearner(tiny_model_dir, cfg, batching=batching)
+    try:
+        m = learner.step(LearnerBatch.from_samples(samples, pad_id=0))
+    finally:
+        learner.close()
+    assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert m["clip_frac"] == 0.0
+    assert abs(m["kl"]) < 1e-6

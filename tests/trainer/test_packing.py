@@ -119,6 +119,34 @@ def test_packed_logprobs_equal_padded_logprobs(tiny_lm):
     assert (leaky - padded).abs().max().item() > 1e-2
 
 
+def test_logprobs_are_taken_at_the_sampling_temperature(tiny_lm):
+    # log_softmax(logits / T) of the scored tokens, padded and packed alike (as TRL, verl)
+    from trainer.learner import packed_token_logprobs, token_logprobs
+
+    batch, temp = _batch(), 0.7
+    with torch.no_grad():
+        logits = tiny_lm(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+    want = torch.nn.functional.pad((logits / temp).log_softmax(-1).gather(-1, batch.input_ids[:, 1:, None])[..., 0],
+                                   (1, 0)) * batch.completion_mask
+    raw = torch.nn.functional.pad(logits.log_softmax(-1).gather(-1, batch.input_ids[:, 1:, None])[..., 0],
+                                  (1, 0)) * batch.completion_mask
+    assert (want - raw).abs().max().item() > 0.1  # the temperature matters on this model
+    with torch.no_grad():
+        padded, ent = token_logprobs(tiny_lm, batch.input_ids, batch.attention_mask, with_entropy=True,
+                                     temperature=temp)
+    assert ((padded * batch.completion_mask) - want).abs().max().item() < 1e-4
+    logp = (logits / temp).log_softmax(-1)
+    assert (ent[:, 1:] + (logp.exp() * logp).sum(-1)).abs().max().item() < 1e-4  # of the tempered distribution
+    out = torch.zeros_like(batch.old_logprobs)
+    for m in batch.packed_micro_batches(3):
+        with torch.no_grad():
+            lp, _ = packed_token_logprobs(tiny_lm, tiny_lm.get_output_embeddings(), m.input_ids, m.position_ids,
+                                          m.logit_index, m.targets, temperature=temp)
+        for value, old in zip(lp, m.old_logprobs):
+            out[batch.old_logprobs == old] = value
+    assert ((out * batch.completion_mask) - want).abs().max().item() < 1e-4
+
+
 def _loss_grads(model, ref, batch: LearnerBatch, packed: bool) -> dict[str, torch.Tensor]:
     """Gradients of the step's GRPO loss (clip, k3 KL to `ref`) from micro-batches of 3."""
     from trainer.algorithms.grpo import policy_loss

@@ -45,11 +45,18 @@ def prompts(tokenizer):
     return out
 
 
-def reference_logprobs(model, prompt, completion):
-    """log p(completion | prompt) from a plain transformers forward pass, (L,) float32."""
+def reference_logprobs(model, prompt, completion, temperature=1.0, top_p=1.0):
+    """log p(completion | prompt) from a plain transformers forward pass, (L,) float32: of
+    softmax(logits / temperature), renormalised over the top-p nucleus (the smallest set of
+    most likely tokens whose mass reaches top_p) when top_p < 1."""
     ids = torch.tensor([prompt + completion])
     with torch.no_grad():
-        logp = model(ids).logits[0, :-1].float().log_softmax(-1)
+        logits = model(ids).logits[0, :-1].float() / temperature
+    if top_p < 1.0:
+        probs, order = logits.softmax(-1).sort(-1, descending=True)
+        outside = probs.cumsum(-1) - probs >= top_p  # the mass above the token already reaches top_p
+        logits = logits.scatter(-1, order, logits.gather(-1, order).masked_fill(outside, float("-inf")))
+    logp = logits.log_softmax(-1)
     return logp[len(prompt) - 1 :].gather(-1, torch.tensor(completion)[:, None])[:, 0]
 
 
@@ -85,15 +92,19 @@ def test_greedy_is_deterministic(engine, prompts):
         assert ga[0].token_ids == ga[1].token_ids == gb[0].token_ids
 
 
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_sampling_logprobs_are_raw_forward_logprobs(engine, prompts, ref_model, temperature):
-    # Whatever the sampling temperature, logprobs are of the raw (T=1) distribution:
-    # the quantity the learner computes.
-    groups = engine.generate(prompts, n=2, max_new_tokens=12, temperature=temperature)
+@pytest.mark.parametrize("temperature, top_p", [(0.0, 1.0), (1.0, 1.0), (0.7, 1.0), (1.3, 1.0), (0.7, 0.9)])
+def test_sampling_logprobs_are_of_the_distribution_sampled_from(engine, prompts, ref_model, temperature, top_p):
+    # Logprobs are of softmax(logits / T), over the top-p nucleus when top_p < 1: what the
+    # engine sampled from, and at top_p 1 what the learner computes at the run's T. Greedy
+    # (T = 0) gives the raw ones.
+    groups = engine.generate(prompts, n=2, max_new_tokens=12, temperature=temperature, top_p=top_p)
     for prompt, group in zip(prompts, groups):
         for c in group:
-            ref = reference_logprobs(ref_model, prompt, c.token_ids)
+            ref = reference_logprobs(ref_model, prompt, c.token_ids, temperature or 1.0, top_p)
             assert (torch.tensor(c.logprobs) - ref).abs().max().item() < TOL
+            if temperature not in (0.0, 1.0):  # and not the raw ones
+                raw = reference_logprobs(ref_model, prompt, c.token_ids)
+                assert (torch.tensor(c.logprobs) - raw).abs().max().item() > 10 * TOL
 
 
 def test_score_matches_forward(engine, prompts, ref_model):

@@ -95,3 +95,26 @@ def test_files_task_in_docker_reference_passes_and_a_wrong_file_fails(tokenizer,
         rt.close()
     assert solved.reward == 1.0 and solved.breakdown["extracted"] == task.answer, solved.turns
     assert bad.reward == pytest.approx(0.2) and bad.breakdown["correct"] == 0.0  # file written, valid call
+
+
+def test_a_turn_ending_in_another_eos_id_is_laid_out_as_one_ending_in_the_tokenizers(tokenizer):
+    # A model whose tokenizer's eos (<|endoftext|> here) is not the token that ends a chat
+    # turn (<|im_end|>, one of its generation config's eos ids, where the engines stop too):
+    # the observation that follows must not close the turn a second time.
+    import copy
+
+    other = copy.deepcopy(tokenizer)
+    other.eos_token = "<|endoftext|>"
+    assert other.eos_token_id != tokenizer.eos_token_id
+    d = get_domain("tool_calc")
+    task = d.make_task(2, 1)
+    episodes = []
+    for tok in (tokenizer, other):
+        engine = ScriptedEngine(tokenizer, [d.reference_turns(task)])  # turns end at <|im_end|>, "stop"
+        [s] = rollout_episodes(engine, tok, [task], 1, None, max_turns=4, max_new_tokens=300,
+                               max_episode_tokens=4096, temperature=1.0, top_p=1.0, command_timeout_s=10.0)
+        episodes.append(s)
+    same, other_eos = episodes
+    assert same.reward == other_eos.reward == 1.0 and len(same.turns) == 2
+    assert other_eos.completion.token_ids == same.completion.token_ids
+    assert other_eos.completion.mask == same.completion.mask

@@ -66,7 +66,11 @@ class RolloutEngine(ABC):
                 An exception it raises stops generation and propagates.
 
         Returns:
-            B lists of n `Completion`s, in prompt order, each with per-token sampling logprobs.
+            B lists of n `Completion`s, in prompt order, each with per-token sampling logprobs:
+            of the distribution each token was drawn from, log_softmax(logits / temperature)
+            renormalised over the top_p nucleus (raw logprobs when greedy). A completion ends
+            at any of the model's end-of-sequence ids (the tokenizer's eos and those of its
+            generation config), finish reason "stop", or at `max_new_tokens`, "length".
         """
 
     @abstractmethod

@@ -3,10 +3,16 @@
 For machines where vLLM does not install or start (``rollout_engine: hf``). It keeps the
 model in this process, so a weight update is a plain ``load_state_dict``.
 
-Logprobs are those the learner computes: log-softmax of the *raw* logits (temperature 1,
-no top-p) at each sampled token, matching `VLLMEngine` (``logprobs_mode="raw_logprobs"``).
-`generate` records them from the logits each token was sampled from (a logits processor
-that runs before transformers' temperature/top-p warpers); `score` runs a forward pass.
+Logprobs are those of the distribution each token was sampled from, as `VLLMEngine`'s
+(``logprobs_mode="processed_logprobs"``): log-softmax of the logits divided by the sampling
+temperature T and, with top_p < 1, renormalised over the top-p nucleus; greedy decoding
+(T = 0) gives raw (T = 1) logprobs. The learner scores tokens at the same T (without top-p).
+`generate` applies temperature and top-p itself, as logits processors, and records the
+log-softmax of their output: the very scores transformers samples from. `score` runs a
+forward pass and returns raw logprobs.
+
+Generation stops at every end-of-sequence id: the tokenizer's eos and those of the model's
+``generation_config`` (`eos_token_ids`), as vLLM and transformers' own defaults do.
 
 Not covered: KV-cache reuse across requests, continuous batching, or any speed-up beyond
 padded ``generate`` calls over micro-batches of prompts; it is the slower engine (see
@@ -27,13 +33,27 @@ from trainer.types import Completion
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-class _RawLogprobRecorder:
-    """Logits processor that records the raw logprob of each sampled token.
+def eos_token_ids(tokenizer, generation_config) -> list[int]:
+    """Every id that ends a completion: the tokenizer's eos, then those of the model's
+    generation config (``eos_token_id``, an int or a list, e.g. Llama 3's ``<|eot_id|>``
+    beside ``<|end_of_text|>``). Empty when neither names one."""
+    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    extra = generation_config.eos_token_id
+    for i in [extra] if isinstance(extra, int) else list(extra or []):
+        if int(i) not in ids:
+            ids.append(int(i))
+    return ids
 
-    transformers runs user logits processors before its sampling warpers (temperature,
-    top-k, top-p), so `__call__` sees the raw float32 logits of each step. It keeps one
-    step's log-softmax, (B, vocab), and reads the sampled token's entry off the next call's
-    ``input_ids``; `finish` reads the last step's from the returned sequences.
+
+class _LogprobRecorder:
+    """Logits processor that records the logprob of each sampled token under the scores it
+    was sampled from.
+
+    transformers runs user logits processors after its own penalties and before its
+    sampling warpers; `HFEngine` puts its temperature and top-p warpers in front of this one
+    and leaves transformers' off, so `__call__` sees the final scores of each step. It keeps
+    one step's log-softmax, (B, vocab), and reads the sampled token's entry off the next
+    call's ``input_ids``; `finish` reads the last step's from the returned sequences.
     """
 
     def __init__(self) -> None:
@@ -96,9 +116,9 @@ class HFEngine(RolloutEngine):
         self.window = getattr(self.model.config, "max_position_embeddings", None)
         self.score_batch = score_batch
         self.gen_batch = gen_batch
-        self.eos_id = self.tokenizer.eos_token_id
+        self.eos_ids = eos_token_ids(self.tokenizer, self.model.generation_config)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
-            else self.eos_id
+            else (self.eos_ids or [None])[0]
         with torch.random.fork_rng(devices=self._rng_devices()):
             torch.manual_seed(seed)
             self._rng = self._get_rng()
@@ -127,8 +147,10 @@ class HFEngine(RolloutEngine):
     ) -> list[list[Completion]]:
         """Sample `n` completions per prompt, `gen_batch` prompts per ``generate`` call.
 
-        See `RolloutEngine.generate`. Logprobs are raw (temperature 1, no top-p) logprobs
-        of the sampled tokens, read from the very logits each token was sampled from.
+        See `RolloutEngine.generate`. Logprobs are those of the distribution each token was
+        sampled from (logits / `temperature`, renormalised over the `top_p` nucleus; raw for
+        greedy), read from the very scores it was sampled from. A completion ends at the
+        first of `eos_token_ids` (finish "stop", the id kept, its text left out of ``text``).
         `on_group` gets the groups of each ``generate`` call as it returns.
         """
         result: list[list[Completion]] = []
@@ -141,7 +163,7 @@ class HFEngine(RolloutEngine):
     @torch.no_grad()
     def _generate_batch(self, prompts, n, max_new_tokens, temperature, top_p):
         """One left-padded ``generate`` call; returns len(prompts) groups of n."""
-        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
@@ -152,36 +174,43 @@ class HFEngine(RolloutEngine):
         sample = temperature > 0
         # transformers refuses num_return_sequences > 1 when greedy; greedy copies are equal.
         per_prompt, copies = (n, 1) if sample else (1, n)
+        # Temperature and top-p run as our processors, ahead of the recorder, so it records the
+        # scores sampled from; transformers' own warpers stay off (1.0), and top_k 0 is off too
+        # (transformers would otherwise default to 50, vLLM applies none).
+        warpers = []
+        if sample and temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(temperature))
+        if sample and top_p < 1.0:
+            warpers.append(TopPLogitsWarper(top_p))
         config = GenerationConfig(
             do_sample=sample,
-            temperature=temperature if sample else None,
-            top_p=top_p if sample else None,
-            # 0 = off; transformers would otherwise default to 50, vLLM applies none
+            temperature=1.0 if sample else None,
+            top_p=1.0 if sample else None,
             top_k=0 if sample else None,
             max_new_tokens=max_new_tokens,
             num_return_sequences=per_prompt,
-            eos_token_id=self.eos_id,
+            eos_token_id=self.eos_ids or None,
             pad_token_id=self.pad_id,
         )
-        recorder = _RawLogprobRecorder()
+        recorder = _LogprobRecorder()
         with torch.random.fork_rng(devices=self._rng_devices()):
             self._set_rng(self._rng)
             out = self.model.generate(
                 input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                generation_config=config, logits_processor=LogitsProcessorList([recorder]),
+                generation_config=config, logits_processor=LogitsProcessorList([*warpers, recorder]),
             )
             self._rng = self._get_rng()
         logprobs = recorder.finish(out).tolist()  # (B*per_prompt, new tokens)
         new = out[:, width:].tolist()  # grouped by prompt: row // per_prompt
 
+        stops = set(self.eos_ids)
         result: list[list[Completion]] = [[] for _ in prompts]
         for row, (seq, lps) in enumerate(zip(new, logprobs)):
-            if self.eos_id in seq:
-                cut, reason = seq.index(self.eos_id) + 1, "stop"
-            else:
-                cut, reason = len(seq), "length"
+            cut = next((i + 1 for i, t in enumerate(seq) if t in stops), None)
+            reason = "length" if cut is None else "stop"
             seq, lps = seq[:cut], lps[:cut]
-            text = self.tokenizer.decode(seq, skip_special_tokens=True)
+            # as vLLM: the stop token is kept in the ids but not in the text
+            text = self.tokenizer.decode(seq[:-1] if reason == "stop" else seq, skip_special_tokens=True)
             for _ in range(copies):
                 result[row // per_prompt].append(Completion(list(seq), list(lps), text, reason))
         return result

@@ -5,12 +5,18 @@ This is the only module in the workbench that imports ``vllm``. It runs vLLM's e
 lets `update_weights` hand tensors straight to the worker through ``collective_rpc`` and
 reload them in place, without restarting the engine or writing a checkpoint.
 
-Logprobs: the engine is created with ``logprobs_mode="raw_logprobs"``, so every logprob it
-returns (sampled tokens and prompt tokens alike) is log-softmax of the model's *raw*
-logits: temperature 1, no top-p. That is the distribution the learner computes from the
-same weights, so the importance ratio pi_new / pi_old compares like with like. When
-sampling at temperature != 1 or top_p < 1 these are therefore *not* the probabilities the
-sampler actually drew from ("processed_logprobs" would give those).
+Logprobs: the engine is created with ``logprobs_mode="processed_logprobs"``, so a sampled
+token's logprob is of the distribution vLLM drew it from: log-softmax of the logits divided
+by the sampling temperature T and, with top_p < 1, renormalised over the top-p nucleus
+(greedy requests, T = 0, get raw T = 1 logprobs). The learner scores tokens at the same T,
+so with top_p = 1 the importance ratio pi_new / pi_old starts at 1; it applies no top-p, so
+with top_p < 1 each token's ratio starts at the nucleus mass, between top_p and 1.
+Prompt logprobs (`score`) are raw in this mode too. On GPUs this mode samples with vLLM's
+native PyTorch sampler instead of FlashInfer's (which can't return processed logprobs).
+
+Stop tokens: vLLM reads the model's ``generation_config.json`` (``generation_config="auto"``,
+its default) and stops at each of its ``eos_token_id`` ids as well as the tokenizer's eos,
+with finish reason "stop"; the stop id is kept in the token ids and left out of the text.
 
 Tensor parallelism (``tensor_parallel_size`` N > 1) runs on N GPUs: vLLM then starts N
 worker processes, and `update_weights` sends the weights to each of them (pickled through
@@ -157,7 +163,7 @@ class VLLMEngine(RolloutEngine):
                 max_model_len=max_model_len,
                 gpu_memory_utilization=gpu_memory_utilization,
                 enable_prefix_caching=enable_prefix_caching,
-                logprobs_mode="raw_logprobs",
+                logprobs_mode="processed_logprobs",
                 enforce_eager=enforce_eager,
                 tensor_parallel_size=tensor_parallel_size,
                 **sched,
@@ -180,7 +186,8 @@ class VLLMEngine(RolloutEngine):
     ) -> list[list[Completion]]:
         """Sample `n` completions per prompt; see `RolloutEngine.generate`.
 
-        Logprobs are raw (temperature 1, no top-p) logprobs of the sampled tokens. The
+        Logprobs are of the distribution each token was sampled from (logits / `temperature`,
+        renormalised over the `top_p` nucleus; raw for greedy); see the module docstring. The
         requests go through vLLM's engine step by step (as ``LLM.generate`` runs them, so
         the samples are the same), and `on_group` gets each prompt's group the step it
         finishes, while the others still generate.
