@@ -42,15 +42,14 @@ import hashlib
 import json
 import operator
 import random
-import re
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, TypeVar
 
 from backend.answer_guard import EVALUATING_DOMAINS, unsafe_reason
+from backend.answers import MAX_COMPLETION_CHARS, extract_answer, numeric_answer  # noqa: F401 - re-exported
 from backend.errors import ConfigError, DomainNotFound
 from backend.upstream import Setup, WorkerPool
 
@@ -64,7 +63,6 @@ TRAIN_SEED_RANGE = (0, 1_000_000_000)  # [low, high)
 HELDOUT_SEED_RANGE = (1_000_000_000, 1_100_000_000)  # [low, high), disjoint from training
 
 DIFFICULTIES = (1, 2, 3)  # levels of the hand-made domains (1 easy .. 3 hard)
-MAX_COMPLETION_CHARS = 100_000  # longer completions are malformed (64-token budget)
 
 SYSTEM_PROMPT = "You are a helpful assistant. Solve the problem and keep your reply short."
 ANSWER_INSTRUCTION = "Give your final answer on the last line as: Answer: <answer>"
@@ -72,9 +70,6 @@ TAG_INSTRUCTION = "Give your final answer between <answer> and </answer> tags; i
 # a pass is full marks; partial credit that sums to 0.9999999999999999 (spell_backward
 # gives that to the answer followed by junk) is not
 PASS_THRESHOLD = 1.0
-
-_ANSWER_RE = re.compile(r"answer:", re.IGNORECASE)
-
 
 def _reasoning_gym_version() -> str:
     try:
@@ -264,11 +259,14 @@ class Domain:
         MAX_COMPLETION_CHARS, an answer with control characters or lone surrogates) score
         0 with format 0; a verifier that raises or runs past SCORE_TIMEOUT_S (on any thread:
         it runs in an upstream worker, `backend.upstream`) scores 0, its error in the
-        breakdown's "verifier_error". For
-        the domains whose upstream verifier evaluates the answer as code
-        (`backend.answer_guard`), an answer with anything beyond arithmetic, symbols and
-        math functions is refused (correct 0, breakdown "rejected"). This never raises on
-        them.
+        breakdown's "verifier_error". The answer is the last one the completion commits to
+        (`extract_answer`); where the reference is one number it is normalised first
+        ("\u22125" -> "-5", "1,234" -> "1234") and a list of different numbers ("3 or 4") is
+        refused as ambiguous (`backend.answers.numeric_answer`). For the domains whose
+        upstream verifier evaluates the answer as code (`backend.answer_guard`), an answer
+        with anything beyond arithmetic, symbols and math functions is refused. A refused
+        answer gets the format credit only (correct 0, the reason in breakdown "rejected").
+        This never raises on them.
 
         Args:
             task: A task of this domain (from `make_task`).
@@ -291,13 +289,16 @@ class Domain:
         if extracted is None:
             return 0.0, {"format": 0.0, "correct": 0.0, "score": 0.0, "extracted": None}
         breakdown: dict[str, Any] = {"format": 1.0}
-        if self.name in EVALUATING_DOMAINS and (why := unsafe_reason(extracted)):
-            # the upstream scorer would eval this answer: refuse it, reward as no answer
-            breakdown.update(correct=0.0, score=0.0, extracted=extracted[:200], rejected=f"unsafe answer: {why}")
+        extracted, refused = numeric_answer(extracted, task.answer)  # "ambiguous: ..." for a list of numbers
+        if refused is None and self.name in EVALUATING_DOMAINS and (why := unsafe_reason(extracted)):
+            refused = f"unsafe answer: {why}"  # the upstream scorer would eval this answer
+        if refused is not None:  # rewarded as an answer in the format that is not right
+            breakdown.update(correct=0.0, score=0.0, extracted=extracted[:200], rejected=refused)
             return FORMAT_WEIGHT, breakdown
         raw = task.raw_entry if task.raw_entry is not None else self.make_task(task.seed, task.difficulty).raw_entry
         # the answer as extracted, then as written with its final period (sentence answers)
-        candidates = dict.fromkeys([extracted, extract_answer(completion, tags_only=tags_only, keep_period=True)])
+        with_period = numeric_answer(extract_answer(completion, tags_only=tags_only, keep_period=True), task.answer)
+        candidates = dict.fromkeys([extracted] + ([with_period[0]] if with_period[1] is None else []))
         score = 0.0
         for candidate in candidates:
             try:
@@ -563,58 +564,6 @@ def build_messages(task: Task, tokenizer=None, context_budget_tokens: int | None
             return domain.messages(task, tokenizer)
         return domain.messages(task, tokenizer, context_budget_tokens)
     return domain.messages(task)
-
-
-def _malformed(text: str, allowed: str = "") -> bool:
-    """True if text holds control characters (other than those in `allowed`) or lone
-    surrogates (not encodable as UTF-8)."""
-    return any(unicodedata.category(ch) in ("Cc", "Cs") and ch not in allowed for ch in text)
-
-
-def extract_answer(completion: str, tags_only: bool = False, keep_period: bool = False) -> str | None:
-    """The final answer in a completion.
-
-    If the completion holds `<answer>...</answer>` tags, the answer is the stripped text
-    of the last pair (reasoning-gym's own `extract_answer`; it may span lines). Otherwise
-    (unless `tags_only`) it is the text after the last "Answer:" (case-insensitive),
-    stripped, its first line, without surrounding Markdown emphasis (``*``, ``_``,
-    backticks) and a final period.
-
-    Args:
-        completion: Model text; anything else (None, bytes) counts as no answer.
-        tags_only: Only tags count (domains whose answers span lines).
-        keep_period: Keep a final period on an answer line (for sentence answers).
-
-    Returns:
-        The answer, or None if there is none, it is empty, the completion is over
-        MAX_COMPLETION_CHARS, or the answer has control characters (newlines and tabs
-        are allowed inside tags) or surrogates.
-    """
-    if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
-        return None
-    if "</answer>" in completion:
-        from reasoning_gym.utils import extract_answer as extract_tagged
-
-        tagged = extract_tagged(completion)
-        if tagged is not None:
-            return tagged if tagged and not _malformed(tagged, allowed="\n\t") else None
-    if tags_only:
-        return None
-    last = None
-    for last in _ANSWER_RE.finditer(completion):
-        pass
-    if last is None:
-        return None
-    text = completion[last.end() :].strip()
-    answer = text.splitlines()[0].strip() if text else ""
-    # Markdown emphasis and a closing period are formatting, not part of the answer
-    # ("**Answer:** 12." -> "12").
-    answer = answer.strip("*`_ ")
-    if not keep_period:
-        answer = answer.removesuffix(".").strip("*`_ ")
-    if not answer or _malformed(answer):
-        return None
-    return answer
 
 
 def train_seed(rng: random.Random) -> int:
