@@ -21,6 +21,7 @@ commas ("3,5" is read as the list 3, 5), numbers written as words.
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from decimal import Decimal, InvalidOperation
@@ -63,10 +64,12 @@ def _tag_pairs(text: str) -> list[tuple[int, int, str]]:
 
 
 def _last_marker(text: str, pairs: list[tuple[int, int, str]]) -> re.Match | None:
-    """The last "Answer:" that is not inside a tag pair."""
+    """The last "Answer:" that is not inside a tag pair (pairs are in order and disjoint)."""
+    starts = [start for start, _, _ in pairs]
     last = None
     for m in _ANSWER_RE.finditer(text):
-        if not any(start <= m.start() < end for start, end, _ in pairs):
+        i = bisect.bisect_right(starts, m.start()) - 1  # the last pair that starts before it
+        if i < 0 or m.start() >= pairs[i][1]:
             last = m
     return last
 

@@ -7,7 +7,10 @@ with levels from their curricula, see `backend.rg_domains`), turns a
 `(domain, seed, difficulty)` triple into a deterministic `Task`, renders it as chat
 messages that ask for a final `Answer: <answer>` line (or `<answer>...</answer>` tags for
 multi-line answers), and scores a completion with reasoning-gym's own `score_answer`.
-The registry is built on first use (importing reasoning-gym and its curricula takes ~2 s).
+Upstream generators and verifiers run in worker processes under their time limits
+(`backend.upstream`: the limits hold on any thread); the answer a completion is scored on
+follows one rule for every domain (`backend.answers`). The registry is built on first use
+(importing reasoning-gym and its curricula takes ~2 s).
 
     from backend.domains import get_domain, build_messages, train_seed
     d = get_domain("chain_sum")

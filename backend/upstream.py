@@ -31,8 +31,8 @@ that can't be pickled arrives as a RuntimeError naming its type.
 
 Not covered: a security boundary (a worker runs as the same user, with the same files and
 network; answers that upstream code evaluates are screened by `backend.answer_guard`
-first), memory limits, and stopping a worker that a thread leaves busy when the process
-exits other than by killing it.
+first), memory limits, and platforms other than POSIX (the socket is passed as an
+inherited file descriptor).
 """
 
 from __future__ import annotations
@@ -85,6 +85,9 @@ class _Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, json.dumps(sys.path), str(theirs.fileno()), json.dumps(preload)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         self.conn: Connection = ours
