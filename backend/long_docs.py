@@ -205,11 +205,14 @@ class LongDocDomain:
         raise NotImplementedError
 
     def score(self, task, completion: str) -> tuple[float, dict]:
-        """reward = 0.2 * format + 0.8 * correct; never raises on any completion.
+        """reward = 0.2 * format + 0.8 * correct; never raises on any completion. The answer
+        is `extract_answer`'s, as `backend.answers.numeric_answer` normalises it; a list of
+        different numbers for a one-number reference is refused (format only, "rejected").
 
         Raises:
             ConfigError: a task of another domain.
         """
+        from backend.answers import numeric_answer
         from backend.domains import CORRECT_WEIGHT, FORMAT_WEIGHT, extract_answer
 
         if task.domain != self.name:
@@ -217,6 +220,9 @@ class LongDocDomain:
         extracted = extract_answer(completion)
         if extracted is None:
             return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
+        extracted, refused = numeric_answer(extracted, task.answer)  # "3 or 4" for "3": ambiguous
+        if refused is not None:
+            return FORMAT_WEIGHT, {"format": 1.0, "correct": 0.0, "extracted": extracted[:200], "rejected": refused}
         ok, detail = self._correct(task, extracted)
         return FORMAT_WEIGHT + CORRECT_WEIGHT * ok, {"format": 1.0, "correct": float(ok),
                                                      "extracted": extracted[:200], **detail}

@@ -190,13 +190,14 @@ def score_tool_episode(task: ToolTask, final_text: str, results: list) -> tuple[
         results: Every `backend.toolbox.ToolResult` of the episode.
 
     Returns:
-        (reward, breakdown) with format, correct, extracted and `backend.tool_env.call_stats`.
+        (reward, breakdown) with format, correct, extracted (and "rejected" for an ambiguous
+        answer, see `_judge`) and `backend.tool_env.call_stats`.
     """
     from backend.domains import extract_answer
 
     extracted = extract_answer(final_text) if isinstance(final_text, str) else None
-    return _reward(extracted is not None, extracted is not None and _same(extracted, task.answer),
-                   {"extracted": extracted}, results)
+    ok, extra = _judge(extracted, task.answer)
+    return _reward(extracted is not None, ok, extra, results)
 
 
 ANSWER_FORMAT_WEIGHT, CALL_VALIDITY_WEIGHT, TOOL_CORRECT_WEIGHT = 0.1, 0.1, 0.8
@@ -209,6 +210,20 @@ def _reward(formatted: bool, correct: bool, extra: dict, results: list) -> tuple
     reward = (ANSWER_FORMAT_WEIGHT * breakdown["format"] + CALL_VALIDITY_WEIGHT * (breakdown["call_validity"] or 0.0)
               + TOOL_CORRECT_WEIGHT * breakdown["correct"])
     return min(1.0, reward), breakdown
+
+
+def _judge(given: str | None, expected: str) -> tuple[bool, dict]:
+    """(correct, breakdown fields) of a candidate answer: `_same` on it as
+    `backend.answers.numeric_answer` gives it ("\u22125" -> "-5", "1,234" -> "1234"); a list
+    of different numbers for a one-number reference is wrong ("rejected": why)."""
+    from backend.answers import numeric_answer
+
+    if given is None:
+        return False, {"extracted": None}
+    given, refused = numeric_answer(given, expected)
+    if refused is not None:
+        return False, {"extracted": given, "rejected": refused}
+    return _same(given, expected), {"extracted": given}
 
 
 def _same(given: str, expected: str) -> bool:
@@ -424,15 +439,19 @@ class ToolDomain:
                 if "no such" not in str(e).lower():
                     raise
                 written = None
-            ok = written is not None and _same(written, task.answer)
-            return _reward(written is not None, ok, {"extracted": written}, results)
+            ok, extra = _judge(written, task.answer)
+            return _reward(written is not None, ok, extra, results)
         if self.name == "tool_docs":
+            from backend.answers import numeric_answer
             from backend.domains import extract_answer, get_domain
 
             extracted = extract_answer(final_text) if isinstance(final_text, str) else None
-            # the answer key is in the task entry: no report is regenerated per sample
-            ok, detail = get_domain("financial_report")._correct(task, extracted) if extracted is not None \
-                else (False, {})
+            ok, detail = False, {}
+            if extracted is not None:
+                extracted, refused = numeric_answer(extracted, task.answer)
+                # the answer key is in the task entry: no report is regenerated per sample
+                ok, detail = get_domain("financial_report")._correct(task, extracted) if refused is None \
+                    else (False, {"rejected": refused})
             return _reward(extracted is not None, ok, {"extracted": extracted, **detail}, results)
         return score_tool_episode(self.tool_task(task), final_text, results)
 

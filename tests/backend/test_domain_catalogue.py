@@ -23,8 +23,9 @@ NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rush_hour", "ru
 #   overwrites (another level's filter changes the tasks); list_functions draws its pool
 #   with unseeded randomness (so a second draw may or may not repeat the first: not asserted).
 NOT_DETERMINISTIC = {"codeio", "list_functions"}
-# - generation fails at the easiest level ("Failed to generate valid puzzle after trying
-#   100 different boards").
+# - generation fails at the easiest level: "Failed to generate valid puzzle after trying
+#   100 different boards", or, on a slower host, GENERATION_TIMEOUT_S runs out first (seed 4
+#   takes 10 s of CPU here before it gives up).
 GENERATION_FAILS = {"knight_swap"}
 
 
@@ -44,7 +45,7 @@ def test_domain_conformance_on_five_seeds(name):
     d = D.get_domain(name)
     lo, hi = min(d.levels), max(d.levels)
     if name in GENERATION_FAILS:
-        with pytest.raises(Exception, match="Failed to generate"):
+        with pytest.raises(Exception, match="Failed to generate|took over"):
             [d.make_task(s, lo) for s in SEEDS]
         return
     tasks = [d.make_task(s, lo) for s in SEEDS]

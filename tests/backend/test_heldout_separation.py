@@ -102,7 +102,7 @@ def test_pool_sides_are_disjoint_and_heldout_tasks_are_stable(name, level):
     d = D.get_domain(name)
     held_seeds = D.heldout_seeds(150)
     first = [d.make_task(s, level) for s in held_seeds]
-    D._DATASETS.clear()  # a fresh generator instance (and, for pools, a fresh split)
+    D.reset_caches()  # a fresh generator instance (and, for pools, a fresh split), in the workers too
     assert [d.make_task(s, level) for s in held_seeds] == first  # same seed, same task
 
     n_train = 600 if d.pooled else 5000  # more seeds than the training side of a 500-item pool

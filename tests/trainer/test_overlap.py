@@ -127,3 +127,69 @@ def test_checkpointed_state_draws_the_next_steps_tasks(tiny_model_dir, tmp_path)
     rng = random.Random()
     rng.setstate(point.rng_state)
     assert sorted((t.domain, t.seed) for t in sample_tasks(cfg, rng, 2)) == step3
+
+
+class HangingAnswerEngine(WatchedEngine):
+    """A watched engine whose first completion generated on the rollout thread (behind the
+    learner) answers "hang", which `HangingVerifier` never finishes scoring; its weights
+    are never updated (the stand-in learner has none)."""
+
+    hung: tuple[int, str] | None = None  # (engine call, thread name) of the rewritten completion
+
+    def generate(self, prompts, on_group=None, **kw):
+        def hook(j, comps):
+            if self.hung is None and threading.current_thread().name.startswith("rollout"):
+                comps[0].text = "Answer: hang"
+                self.hung = (len(self.calls), threading.current_thread().name)
+            on_group(j, comps)
+
+        return super().generate(prompts, on_group=hook, **kw)
+
+    def update_weights(self, weights):
+        self.version += 1
+
+
+class CountingLearner:
+    """Stands in for the learner (this test is about the rollout thread): counts its steps."""
+
+    steps_done = 0
+
+    def step(self, batch):
+        self.steps_done += 1
+        return {"loss": 0.0}
+
+    def named_weights(self):
+        return {}
+
+
+def test_a_verifier_that_hangs_behind_the_learner_times_out_that_sample_and_the_run_goes_on(
+        tiny_model_dir, tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from backend import domains as D
+    from tests.backend.test_upstream import hanging_verifier
+    from trainer.rollout import open_engine
+
+    D.registry()
+    monkeypatch.setitem(D._REGISTRY, "basic_arithmetic", hanging_verifier())
+    monkeypatch.setattr(D, "SCORE_TIMEOUT_S", 0.5)
+    steps = 3
+    cfg = _cfg(tiny_model_dir, True, domains=["basic_arithmetic"], steps=steps)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    with Store(tmp_path / "hang.db") as store, open_engine("hf", tiny_model_dir, seed=0) as real:
+        run_id = store.create_run("hang", cfg.model_dump(), steps)
+        engine = HangingAnswerEngine(real)
+        with StepPipeline(cfg, engine, CountingLearner(), tok, random.Random(cfg.seed), tok.eos_token_id, store,
+                          run_id) as pipe:
+            for step in range(1, steps + 1):
+                pipe.step(step, prefetch_next=step < steps)
+        rows = store.trajectories(run_id, limit=1000)
+        recorded = {m["step"] for m in store.run_metrics(run_id) if m["name"] == "off_policy/staleness"}
+    assert engine.hung is not None and engine.hung[1].startswith("rollout")
+    timed_out = [r for r in rows if "took over" in (r["breakdown"] or {}).get("verifier_error", "")]
+    assert len(timed_out) == 1 and timed_out[0]["completion"] == "Answer: hang"
+    assert timed_out[0]["step"] == engine.hung[0] + 1 >= 2  # a step rolled out behind the learner
+    assert timed_out[0]["breakdown"]["verifier_error"] == (
+        "GenerationTimeout: scoring a basic_arithmetic answer took over 0.5 s")
+    assert timed_out[0]["reward"] == pytest.approx(D.FORMAT_WEIGHT)
+    assert recorded == set(range(1, steps + 1)) and len(rows) == steps * 8  # every step went on
