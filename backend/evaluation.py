@@ -280,9 +280,12 @@ def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[
         ModelNotFound, ConfigError: before anything is recorded.
         EngineError, SandboxUnavailable: the engine or sandboxes can't start (recorded as failed).
     """
+    from trainer.loop import check_model_fits
+
     say = progress or (lambda _msg: None)
     model_path, run_id, step = resolve_eval_model(store, ref)
     cfg = eval_config(store, settings, model_path, run_id)
+    check_model_fits(cfg)  # prompts the model can't hold are refused before the evaluation row exists
     specs = {d: (lo, hi) for d, (_, lo, hi) in cfg.domain_specs().items()}
     tasks = suite_tasks(specs, settings.tasks_per_domain, settings.seed_offset)
     say(f"model {model_path}: hashing the weights")

@@ -130,7 +130,8 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
             ends (finish "length", breakdown["truncated"] says which).
 
     Returns:
-        len(tasks) * group_size samples, task by task; a harness fault sets Sample.fault.
+        len(tasks) * group_size samples, task by task; a harness fault sets Sample.fault, and so
+        does an opening prompt that leaves no room for a token ("context": never played).
     """
     from backend.domains import get_domain
 
@@ -161,7 +162,7 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
                     if hasattr(ep.env, "close"):
                         ep.env.close()
                     if ep.sandbox is not None:
-                        (runtime.pool.replace if ep.fault else runtime.pool.release)(ep.sandbox)
+                        (runtime.pool.replace if ep.fault == "harness" else runtime.pool.release)(ep.sandbox)
     samples = []
     for ep in episodes:
         valid = sum(t["action"] != "invalid" for t in ep.turns)
@@ -214,7 +215,8 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
                temperature, top_p) -> None:
     """Play a wave of episodes turn by turn until each ends. An episode stops cleanly
     (finish "length", the reason in its breakdown's "truncated") before its sequence
-    would pass `max_episode_tokens` or the engine's window, whichever is smaller."""
+    would pass `max_episode_tokens` or the engine's window, whichever is smaller; one whose
+    opening prompt already fills it is a "context" fault (not sent, not scored)."""
     window = engine.window
     limit = max_episode_tokens if window is None else min(max_episode_tokens, window)
     why = (f"episode token budget: max_episode_tokens {max_episode_tokens} reached" if limit == max_episode_tokens
@@ -222,7 +224,11 @@ def _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_to
     while True:
         for ep in wave:  # no room left for one more token: end it before the engine would refuse it
             if not ep.done and len(prompt_ids[ep.group]) + len(ep.ids) >= limit:
-                _end_for_length(ep, why)
+                if ep.ids:
+                    _end_for_length(ep, why)
+                else:  # the opening prompt alone fills it: never sent, as a single-turn prompt over the window
+                    ep.done, ep.fault, ep.finish = True, "context", "length"
+                    ep.truncated = f"opening prompt of {len(prompt_ids[ep.group])} tokens leaves no room ({why}); not sent"
         if not (active := [ep for ep in wave if not ep.done]):
             return
         contexts = [prompt_ids[ep.group] + ep.ids for ep in active]

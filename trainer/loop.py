@@ -358,7 +358,8 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
     out.setdefault("reward/mean", 0.0)
     out.setdefault("accuracy/mean", 0.0)
     out["response_length"] = out.get("response_length/mean", 0.0)
-    out["truncated_frac"] = sum(s.completion.finish_reason == "length" for s in samples) / len(samples)
+    generated = [s for s in samples if s.fault != "context"]  # a prompt over the window has no completion to cut
+    out["truncated_frac"] = sum(s.completion.finish_reason == "length" for s in generated) / max(len(generated), 1)
     return out
 
 

@@ -198,6 +198,23 @@ def _round_up(tokens: float) -> int:
     return int(math.ceil(tokens / WINDOW_ROUND) * WINDOW_ROUND)
 
 
+def _fit_hint(cfg, domain: str, needs: list[Need], model_window: int) -> str:
+    """What to change so that `domain` fits: the first unbroken range of its levels that
+    fit (prompt lengths need not grow with the level), and how to pin it when a curriculum
+    over `domains` would climb past it."""
+    fits = {n.level for n in needs if n.tokens <= model_window}
+    if not fits:
+        return f"leave {domain} out of the mix"
+    lo = hi = min(fits)
+    while hi + 1 in fits:
+        hi += 1
+    hint = f"keep {domain} at levels {lo}-{hi}"
+    if cfg.curriculum and cfg.mix is None:
+        hint += (f" (curriculum: true climbs to its hardest level: pin the range with a mix, e.g. "
+                 f"`rlwb mix create NAME {domain}:1:{lo}-{hi}`, or set curriculum: false)")
+    return hint
+
+
 def run_window(cfg, model_path, tokenizer) -> int:
     """The rollout engine window (tokens, vLLM's ``max_model_len``) a run's mix needs.
 
@@ -220,10 +237,8 @@ def run_window(cfg, model_path, tokenizer) -> int:
     over = [n for n in needs if n.tokens > model_window]
     if over:
         worst = max(over, key=lambda n: n.tokens)
-        fits = sorted(n.level for n in needs if n.domain == worst.domain and n.tokens <= model_window)
-        hint = (f"keep {worst.domain} at levels {fits[0]}-{fits[-1]}" if fits else
-                f"leave {worst.domain} out of the mix")
-        field = "max_episode_tokens" if worst.what == "max_episode_tokens" else "domains"
+        hint = _fit_hint(cfg, worst.domain, [n for n in needs if n.domain == worst.domain], model_window)
+        field = "max_episode_tokens" if worst.what == "max_episode_tokens" else "mix" if cfg.mix else "domains"
         raise ConfigError(
             f"field '{field}': {worst.domain} level {worst.level} needs {worst.tokens} tokens ({worst.what}), "
             f"more than the model's window of {model_window} tokens; {hint}, lower "

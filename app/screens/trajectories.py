@@ -35,6 +35,7 @@ EXPORT_LIMIT = 10_000  # trajectories in one JSONL export (~5 KB each for multi-
 ALL_DOMAINS = "All domains"
 ALL_REASONS = "All finish reasons"
 STEP_RANGES = "traj_step_ranges"  # session state: run id -> the user's step range (see step_filter)
+STEPS_RUN = "traj_steps_run"  # session state: the run the steps slider last showed
 FILTER_VALUES = "traj_filter_values"  # session state: widget key -> the user's last value (see remembered)
 SHOWN_CHARS = 100_000  # characters of one text block on the page; the JSONL export has all of it
 SEARCH_HELP = ('Finds trajectories whose prompt, completion or turns (model text, commands, '
@@ -111,11 +112,15 @@ def step_filter(run_id: str, steps: tuple[int, int]) -> tuple[int, int]:
     """Draw the steps slider at the range `kept_step_range` keeps for this run. A new step
     changes the slider's maximum, so Streamlit makes it a new widget, which starts at the
     value given here rather than the user's (hence ``traj_step_ranges``: run id -> (lo, hi,
-    the run's last step then))."""
+    the run's last step then)); a run with the same steps as the last one shown would keep
+    that run's slider state, so a switch of run drops it."""
     if steps[0] == steps[1]:
         st.caption(f"Step {steps[0]} (the only step with trajectories)")
         return steps
     ranges = st.session_state.setdefault(STEP_RANGES, {})
+    if st.session_state.get(STEPS_RUN) != run_id:  # another run: the slider's own state is the last run's
+        st.session_state.pop("traj_steps", None)
+        st.session_state[STEPS_RUN] = run_id
     lo, hi = st.slider("Steps", steps[0], steps[1], kept_step_range(ranges.get(run_id), steps), key="traj_steps")
     ranges[run_id] = (lo, hi, steps[1])
     return lo, hi

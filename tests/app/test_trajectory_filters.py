@@ -82,3 +82,19 @@ def test_filters_survive_a_visit_to_another_page(filled_db, monkeypatch):
     at.switch_page("screens/trajectories.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert _filters(at) == chosen
+
+
+def test_each_run_keeps_its_own_step_range_when_the_run_is_switched(filled_db, monkeypatch):
+    """Two runs with the same steps (1-3): the range drawn on one is not the other's."""
+    with Store(filled_db) as store:
+        other = store.create_run("demo-2", {"model": "tiny"}, total_steps=3)
+        for step in (1, 2, 3):
+            store.record_trajectories(other, step, _samples(step))
+    at, demo = _page(filled_db, monkeypatch)
+    at.slider(key="traj_steps").set_value((2, 3)).run()
+    at.selectbox(key="traj_run").select(other).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.slider(key="traj_steps").value == (1, 3)  # nothing chosen on this run yet: every step
+    at.slider(key="traj_steps").set_value((1, 1)).run()
+    at.selectbox(key="traj_run").select(demo).run()
+    assert at.slider(key="traj_steps").value == (2, 3)

@@ -257,3 +257,15 @@ def test_report_names_a_and_b_and_explains_too_few_tasks(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"A: base-model" in out and f"(evaluation {a})" in out and f"B: the-checkpoint" in out
     assert "'too few tasks': fewer than 10 shared tasks" in out
+
+
+def test_an_evaluation_whose_prompts_cant_fit_is_refused_before_it_is_recorded(tiny_model_dir, tmp_path):
+    # rotate_matrix level 2 prompts are over the tiny model's 1024 positions (tests/trainer/test_window.py):
+    # refused as `rlwb run` refuses it, before the weights are hashed and an evaluation row exists
+    from backend.evaluation import evaluate_model
+
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(ConfigError, match="rotate_matrix level 2 needs .* window of 1024 tokens"):
+            evaluate_model(store, str(tiny_model_dir),
+                           EvalSettings(domains=["rotate_matrix"], difficulty=2, tasks_per_domain=2, samples=1, ks=[1]))
+        assert store.list_evals() == []

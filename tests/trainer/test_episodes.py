@@ -115,3 +115,26 @@ def test_a_container_dying_mid_episode_is_a_harness_fault_not_a_zero(tokenizer, 
     assert batch.completion_mask.sum().item() == 0  # nothing of a faulted episode is trained on
     assert assign_advantages(samples, 2, "grpo") == 1 and all(s.advantage == 0.0 for s in samples)
     assert runtime.pool.state()["replaced"] >= 2 and runtime.pool.state()["idle"] == runtime.pool.size
+
+
+def test_an_episode_whose_opening_prompt_fills_the_window_is_a_context_fault_not_a_zero(tokenizer):
+    # As a single-turn prompt over the window (trainer.loop.rollout): never sent, so never
+    # scored as the model's failure (accuracy, curriculum) nor trained on; before, it was
+    # "played" with no turn and scored 0.
+    from trainer.loop import collect_groups, rollout_metrics
+
+    task = get_domain("tool_sql").make_task(5, 2)
+    engine = ScriptedEngine(tokenizer, [["hello"] * 4] * 2)
+    engine.window = 50  # shorter than the opening prompt
+    samples = rollout_episodes(engine, tokenizer, [task], 2, None, max_turns=4, max_new_tokens=30,
+                               max_episode_tokens=4096, temperature=1.0, top_p=1.0, command_timeout_s=5.0)
+    assert engine.contexts == []  # nothing went to the engine
+    assert all(len(s.prompt_ids) > 50 and s.fault == "context" and s.breakdown["fault"] == "context"
+               for s in samples)
+    assert "not sent" in samples[0].breakdown["truncated"]
+    m = rollout_metrics(samples)
+    assert m["context/over_window"] == 2 and m["sandbox/harness_faults"] == 0 and "accuracy/tool_sql" not in m
+    from backend.config import parse_config
+
+    cfg = parse_config({"name": "w", "domains": ["tool_sql"], "steps": 1, "prompts_per_step": 1, "group_size": 2})
+    assert collect_groups(cfg, __import__("random").Random(0), lambda tasks: samples).batch == []

@@ -141,3 +141,36 @@ def test_domains_show_json_reports_each_levels_prompt_tokens(tiny_model_dir, tmp
     assert set(levels) == {"model", "1", "2", "3"} and levels["model"] == str(tiny_model_dir)
     assert all(levels[k]["p50"] <= levels[k]["max"] for k in ("1", "2", "3"))
     assert levels["3"]["p50"] > levels["1"]["p50"]  # longer chains, longer prompts
+
+
+def test_prompts_over_the_window_are_not_counted_as_truncated_completions():
+    # A prompt never sent has no completion to cut: truncated_frac (completions that hit
+    # max_new_tokens) is over the generated samples; context/over_window counts the others.
+    from trainer.types import Completion, Sample
+
+    def sample(i, finish, fault=None):
+        ids = [] if fault else [5, 6]
+        return Sample("chain_sum", 1, i // 2, i % 2, "p", [1, 2], Completion(ids, [-0.1] * len(ids), "x", finish),
+                      reward=0.0, breakdown={"correct": 0.0, "format": 0.0}, fault=fault)
+
+    samples = [sample(0, "stop"), sample(1, "length"), sample(2, "length", "context"), sample(3, "length", "context")]
+    m = rollout_metrics(samples)
+    assert m["context/over_window"] == 2 and m["truncated_frac"] == 0.5
+    assert rollout_metrics(samples[2:])["truncated_frac"] == 0.0
+
+
+def test_the_refusal_names_a_range_of_levels_that_fits_and_how_to_pin_it(tiny_model_dir, tokenizer, monkeypatch):
+    # Prompt lengths need not grow with the level (rotate_matrix's level 4 is shorter than its
+    # level 3 here): levels 1 and 3 fit, 2 doesn't, so "levels 1-3" would name one that can't.
+    # A curriculum over `domains` climbs to the hardest level: only a mix can pin the range.
+    from trainer.window import Need
+
+    needs = [Need(LONG, 1, 500, 436, "p"), Need(LONG, 2, 5000, 4936, "p"), Need(LONG, 3, 900, 836, "p"),
+             Need(LONG, 4, 3000, 2936, "p")]
+    monkeypatch.setattr("trainer.window.level_needs", lambda *a: needs)
+    with pytest.raises(ConfigError) as e:
+        run_window(_cfg(tiny_model_dir, [LONG]), tiny_model_dir, tokenizer)
+    assert f"keep {LONG} at levels 1-1," in str(e.value) and "mix create" not in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        run_window(_cfg(tiny_model_dir, [LONG], curriculum=True), tiny_model_dir, tokenizer)
+    assert f"`rlwb mix create NAME {LONG}:1:1-1`" in str(e.value) and "curriculum: false" in str(e.value)
