@@ -513,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--kind", choices=["single_turn", "multi_turn", "code", "retrieval"], help="only this kind")
     dl.add_argument("--json", action="store_true", help="print JSON")
     dl.add_argument("--model", default=None, help="with --json: add each level's prompt-length quantiles in this "
-                                                  "model's tokens (e.g. smollm2-135m; measures 32 tasks a level)")
+                                                  "model's tokens (e.g. smollm2-135m; measures 16 tasks a level)")
     dl.set_defaults(fn=cmd_domains_list)
     ds = doms.add_parser("show", help="one domain: levels, source, example tasks, validation")
     ds.add_argument("name")

@@ -62,7 +62,8 @@ class RunConfig(BaseModel):
     group_size: int = Field(8, description="Completions per task (G); GRPO needs G >= 2.")
     micro_batch_size: int = Field(8, ge=1, description="Sequences per learner forward/backward.")
     max_new_tokens: int = Field(
-        64, ge=1, le=768, description="Cap on generated tokens per completion (prompt + completion fit 1024)."
+        64, ge=1, le=768, description="Cap on generated tokens per completion (prompt + completion must fit the "
+                                      "engine's window: 1024 tokens, raised where the mix's prompts need it)."
     )
     temperature: float = Field(1.0, gt=0.0, le=2.0, description="Sampling temperature for training rollouts; "
                                "the learner scores policy and reference at the same temperature (logits / T).")

@@ -174,10 +174,14 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         warnings += _settings_warnings(a, b)
     for side, summary in zip(sides, summaries):
         warnings += _seen_warning(side)
-        faults = sum(d.get("faults") or 0 for d in summary["domains"].values())
+        context = sum(d.get("context_faults") or 0 for d in summary["domains"].values())
+        faults = sum(d.get("faults") or 0 for d in summary["domains"].values()) - context
         if faults:
             warnings.append(f"{side['label']}: {faults} samples hit a harness fault (a sandbox failed, not the "
                             "model) and are left out; pass@k covers only tasks with at least k scored samples.")
+        if context:
+            warnings.append(f"{side['label']}: {context} samples had prompts longer than the engine's window and "
+                            "were not sent; they are left out, so the longest tasks are missing from these figures.")
     return {"sides": sides, "ks": ks, "k": max(ks) if ks and max(ks) > 1 else None, "summaries": summaries,
             "comparison": comparison, "extras": extras, "families": families, "warnings": warnings,
             "resamples": resamples}

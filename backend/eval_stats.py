@@ -155,7 +155,8 @@ def summarize(rows: list[dict], ks=(1,), families: dict[str, str] | None = None,
 
     Returns:
         {"domains": {domain: {metric: Estimate, "tasks", "samples", "faults" (samples left out
-        for a harness fault; a task with fewer than k scored samples has no pass@k), "tool_call_validity"
+        for a harness fault or a prompt over the engine's window; a task with fewer than k scored
+        samples has no pass@k), "context_faults" (of which over the window), "tool_call_validity"
         (valid calls / calls, None without calls), "calls", "mean_turns"}}, "families":
         {family: {metric: Estimate, "tasks", "domains"}}, "overall": {metric: Estimate}}.
         Family and overall estimates weigh every task alike.
@@ -163,9 +164,11 @@ def summarize(rows: list[dict], ks=(1,), families: dict[str, str] | None = None,
     per_task = _per_task(rows, ks)
     stats = task_results(rows)
     names = metric_names(ks)
-    faults: dict[str, int] = defaultdict(int)  # samples the harness failed on, left out of every metric
+    faults: dict[str, int] = defaultdict(int)  # samples left out of every metric: harness faults, ...
+    context: dict[str, int] = defaultdict(int)  # ... of which prompts over the engine's window (never sent)
     for r in rows:
         faults[r["domain"]] += bool(r.get("fault"))
+        context[r["domain"]] += r.get("fault") == "context"
     by_domain: dict[str, list[TaskKey]] = defaultdict(list)
     for key in per_task:
         by_domain[key[0]].append(key)
@@ -173,6 +176,7 @@ def summarize(rows: list[dict], ks=(1,), families: dict[str, str] | None = None,
     for d, keys in sorted(by_domain.items()):
         calls = sum(stats[k]["calls"] for k in keys)
         domains[d] = {**_estimates(per_task, keys, names, resamples), "tasks": len(keys), "faults": faults[d],
+                      "context_faults": context[d],
                       "samples": sum(stats[k]["n"] for k in keys), "calls": calls,
                       "tool_call_validity": (sum(stats[k]["valid_calls"] for k in keys) / calls) if calls else None,
                       "mean_turns": sum(stats[k]["turns"] for k in keys) / len(keys)}

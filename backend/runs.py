@@ -279,6 +279,7 @@ def resume(store: Store, run_id: str, background: bool = True):
         RunNotFound: no such run.
         WorkbenchError: the run is pending, running or completed, or has no checkpoint
             with trainer state (the message says to clone its config instead).
+        ConfigError: the mix's prompts no longer fit the model's window (`check_model_fits`).
     """
     from trainer.checkpoints import ResumePoint
 
@@ -292,6 +293,9 @@ def resume(store: Store, run_id: str, background: bool = True):
         raise WorkbenchError(f"run {run_id} has no checkpoint to resume from (it stopped before its first one; "
                              "set checkpoint_every to save more often); clone its config to start it again")
     point = ResumePoint.latest(ckpts)
+    from trainer.loop import check_model_fits
+
+    check_model_fits(RunConfig(**run["config"]))  # refused here, not in the worker after the claim
     # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
     # the worker's pid replaces it, this process's pid marks the resume as in progress (a
     # second resume then finds a live pid); no heartbeat until the new process beats (the

@@ -304,7 +304,12 @@ class RayRolloutEngine(RolloutEngine):
         for r, where in enumerate(places):
             _announce("rollout", r, where, f": {kind} engine, seed {seed + r}")
         engine = cls(actors, places, kind)
-        engine.window = kw.get("max_model_len")
+        if kw.get("max_model_len") is not None:  # vLLM workers; hf workers hold the model's positions
+            engine.window = kw["max_model_len"]
+        else:
+            from backend.models import context_window
+
+            engine.window = context_window(model_path, default=0) or None
         return engine
 
     def placement(self) -> list[dict]:

@@ -37,16 +37,14 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import time
 from dataclasses import dataclass
 
 from backend.domains import TRAIN_SEED_RANGE, get_domain, heldout_seeds
 from backend.errors import ConfigError, GenerationTimeout
 
 DEFAULT_WINDOW_TOKENS = 1024  # the engine window while every prompt fits in it (vLLM's max_model_len)
-PROMPT_SAMPLE_TASKS = 32  # training-seed tasks measured per level before a launch
-LEVEL_TIME_BUDGET_S = 5.0  # ... or fewer (at least MIN_SAMPLE_TASKS) where generating them takes longer
-MIN_SAMPLE_TASKS = 4
+PROMPT_SAMPLE_TASKS = 16  # training-seed tasks measured per level before a launch (a fixed sample)
+MAX_TIMEOUTS = 2  # a level whose sample has this many generator timeouts is refused (a run would stall on it)
 HEADROOM = 1.25  # the window leaves this factor over the longest measured prompt, where the model allows
 WINDOW_ROUND = 256  # windows are rounded up to a multiple of this many tokens
 _SAMPLE_SEED = 20261201  # the fixed RNG that picks the measured training seeds
@@ -97,16 +95,15 @@ def prompt_token_counts(tokenizer, domain: str, level: int, n: int = PROMPT_SAMP
     Args:
         tokenizer: the policy's tokenizer (with a chat template).
         domain, level: a registered domain and one of its levels.
-        n: training-seed tasks to measure (a fixed sample, the same every call; fewer, at
-            least `MIN_SAMPLE_TASKS`, once the level has taken `LEVEL_TIME_BUDGET_S`).
+        n: training-seed tasks to measure (a fixed sample, the same every call).
         heldout: also measure the first `heldout` held-out tasks (those evaluations use).
 
     Returns:
         One count per task that generated (a seed whose generator times out is left out).
 
     Raises:
-        DomainNotFound: unknown domain. ConfigError: not one of its levels, or its generator
-            fails at this level (named in the message).
+        DomainNotFound: unknown domain. ConfigError: not one of its levels, its generator
+            fails at this level, or `MAX_TIMEOUTS` of its seeds time out (named in the message).
     """
     from trainer.episodes import episode_prompt
     from trainer.loop import render_prompt
@@ -116,14 +113,15 @@ def prompt_token_counts(tokenizer, domain: str, level: int, n: int = PROMPT_SAMP
         return _MEASURED[key]
     d = get_domain(domain)
     counts: list[int] = []
-    start = time.perf_counter()
-    training, held = _training_seeds(n), heldout_seeds(heldout)
-    for i, seed in enumerate(training + held):
-        if i < len(training) and len(counts) >= MIN_SAMPLE_TASKS and time.perf_counter() - start > LEVEL_TIME_BUDGET_S:
-            continue  # slow generator: enough training seeds; the held-out ones are always measured
+    timeouts = 0
+    for seed in _training_seeds(n) + heldout_seeds(heldout):
         try:
             task = d.make_task(seed, level)
-        except GenerationTimeout:
+        except GenerationTimeout as e:
+            timeouts += 1
+            if timeouts >= MAX_TIMEOUTS:
+                raise ConfigError(f"{domain} level {level}: {timeouts} of the tasks measured timed out while "
+                                  f"generating ({e}); pick another level") from None
             continue
         except ConfigError:
             raise

@@ -13,7 +13,8 @@ from backend.domains import get_domain
 from backend.errors import ConfigError
 from backend.store import Store
 from trainer.loop import collect_groups, rollout, rollout_metrics
-from trainer.window import DEFAULT_WINDOW_TOKENS, prompt_lengths, prompt_token_counts, run_window
+from trainer.window import (DEFAULT_WINDOW_TOKENS, PROMPT_SAMPLE_TASKS, prompt_lengths, prompt_token_counts,
+                            run_window)
 
 # with the tiny model's ~1000-token vocabulary: level 1 prompts fit its 1024 positions, level 2's don't
 LONG = "rotate_matrix"
@@ -36,7 +37,7 @@ def _wider(tiny_model_dir, tmp_path, positions: int):
 def test_prompt_lengths_are_measured_in_the_policys_tokens(tokenizer):
     q = prompt_lengths(tokenizer, "chain_sum", 1)
     counts = prompt_token_counts(tokenizer, "chain_sum", 1)
-    assert q["n"] == len(counts) == 32 and q["min"] <= q["p50"] <= q["p90"] <= q["max"] == max(counts)
+    assert q["n"] == len(counts) == PROMPT_SAMPLE_TASKS and q["min"] <= q["p50"] <= q["p90"] <= q["max"] == max(counts)
     task = get_domain("chain_sum").make_task(0, 1)
     text = tokenizer.apply_chat_template([{"role": "system", "content": "x"}], tokenize=False)
     assert q["min"] > len(tokenizer(task.question)["input_ids"]) > 0 and text  # template + instruction counted
@@ -174,3 +175,21 @@ def test_the_refusal_names_a_range_of_levels_that_fits_and_how_to_pin_it(tiny_mo
     with pytest.raises(ConfigError) as e:
         run_window(_cfg(tiny_model_dir, [LONG], curriculum=True), tiny_model_dir, tokenizer)
     assert f"`rlwb mix create NAME {LONG}:1:1-1`" in str(e.value) and "curriculum: false" in str(e.value)
+
+
+def test_a_resume_whose_prompts_no_longer_fit_is_refused_before_the_run_is_claimed(tiny_model_dir, tmp_path):
+    from backend.runs import resume
+
+    cfg = _cfg(tiny_model_dir, [LONG], difficulty=2, micro_batch_size=4)
+    with Store(tmp_path / "t.db") as store:
+        rid = store.create_run("x", cfg.model_dump(mode="json"), total_steps=3)
+        path = tmp_path / "step-1"
+        path.mkdir()
+        (path / "trainer_state.json").write_text(json.dumps(
+            {"step": 1, "rng_state": [3, [0] * 625, None], "curriculum": None, "learner_steps": 1}))
+        store.record_checkpoint(rid, 1, str(path))
+        store.set_status(rid, "failed")
+        with pytest.raises(ConfigError, match=f"{LONG} level 2 needs"):
+            resume(store, rid, background=False)
+        assert store.get_run(rid)["status"] == "failed"  # not claimed, nothing removed
+        assert [c["step"] for c in store.checkpoints(rid)] == [1]
