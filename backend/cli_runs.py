@@ -128,6 +128,9 @@ def cmd_runs_show(args) -> int:
     for name in ("reward/mean", "accuracy/mean", "kl", "response_length", "rollout_tokens_per_s", "time/step"):
         if name in last:
             print(f"{name:>22}: {last[name][1]:.4g} (step {last[name][0]})")
+    from backend.audit_view import audit_lines, audit_run
+
+    print("\n".join(audit_lines(audit_run(store, args.run_id))))
     for ev in store.evaluations(args.run_id):
         print(f"  eval {ev['phase']:<7} {ev['domain']:<18} acc={ev['accuracy']:.3f} reward={ev['mean_reward']:.3f} n={ev['n']}")
     for ck in store.checkpoints(args.run_id):

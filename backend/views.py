@@ -139,8 +139,9 @@ def domain_panels(frame: pd.DataFrame, domains: list[str]) -> dict[str, pd.DataF
 def metric_panels(frame: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """Split a `metrics_frame` into the known chart panels and the rest.
 
-    Per-domain metrics (`DOMAIN_PANELS`, see `domain_panels`) and old names of metrics
-    recorded under a new one too (`RENAMED`) belong to neither.
+    Per-domain metrics (`DOMAIN_PANELS`, see `domain_panels`), the audit metrics
+    (``audit/*``, `backend.audit_view.audit_curves`) and old names of metrics recorded
+    under a new one too (`RENAMED`) belong to neither.
 
     Returns:
         (panels, other): panels maps each `METRIC_PANELS` title that has data to its rows
@@ -150,6 +151,7 @@ def metric_panels(frame: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.Data
     panels = {}
     shown = {p + d for p in DOMAIN_PANELS.values() for d in metric_domains(frame)}
     shown |= {old for old, new in RENAMED.items() if new in names}
+    shown |= {n for n in names if n.startswith("audit/")}  # the Reward audit panel draws them
     for title, patterns in METRIC_PANELS.items():
         chosen = [n for p in patterns for n in _panel_names(p, names)]
         if chosen:  # rows in legend order: */mean first, then domains

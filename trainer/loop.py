@@ -44,6 +44,7 @@ from backend.domains import Task, build_messages, get_domain, train_seed
 from backend.errors import ConfigError, GenerationTimeout
 from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trainer_state
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
+from trainer.audit import audit_metrics
 from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
 from trainer.overlong import masked, overlong_metrics, treat_overlong
@@ -336,7 +337,7 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
     """Reward, accuracy, format rate and response length, overall and per domain, over the
     scored samples (harness faults are counted apart, in `sandbox/harness_faults`, and prompts too
     long for the engine's window in `context/over_window`); turns
-    per episode for multi-turn domains."""
+    per episode for multi-turn domains; the answer audit per domain (`trainer.audit`)."""
     out: dict[str, float] = {"sandbox/harness_faults": float(sum(s.fault not in (None, "context") for s in samples)),
                              "context/over_window": float(sum(s.fault == "context" for s in samples))}
     scored = [s for s in samples if s.fault is None]
@@ -360,6 +361,7 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
     out["response_length"] = out.get("response_length/mean", 0.0)
     generated = [s for s in samples if s.fault != "context"]  # a prompt over the window has no completion to cut
     out["truncated_frac"] = sum(s.completion.finish_reason == "length" for s in generated) / max(len(generated), 1)
+    out.update(audit_metrics(scored))
     return out
 
 

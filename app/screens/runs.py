@@ -1,5 +1,6 @@
 """Runs page: the table of runs; for one run its status, progress and ETA, Stop / Resume /
-Clone and edit, curves (overall, per domain, time per phase), evaluation, checkpoints and
+Clone and edit, curves (overall, per domain, time per phase), the reward audit (collapse and
+hacking flags with links to example trajectories), evaluation, checkpoints and
 its process log; and a comparison of several runs with overlaid curves.
 
 UI only: data comes from `backend.views` and `Store` verbs through cached loaders; stop and
@@ -14,8 +15,8 @@ import streamlit as st
 from app.charts import facet_chart, line_chart
 from app.common import (check_liveness, db_path, follow_table_selection, get_store, load_runs, run_picker,
                         runs_or_notice)
+from backend import audit_view, views
 from backend import runs as run_manager
-from backend import views
 from backend.errors import WorkbenchError
 
 LIVE_REFRESH = "10s"
@@ -102,6 +103,42 @@ def show_domains(path: str, run_id: str) -> None:
             st.plotly_chart(line_chart(data, title), key=f"runs_domain_chart_{i}")
 
 
+@st.cache_data(ttl=10, show_spinner=False)
+def load_audit(path: str, run_id: str) -> audit_view.AuditReport:
+    return audit_view.audit_run(get_store(path), run_id)
+
+
+def show_audit(path: str, run_id: str) -> None:
+    """The reward audit (`backend.audit_view`): each flag with links to its example
+    trajectories, or "no audit flags"; the figures per domain and their curves."""
+    report = load_audit(path, run_id)
+    if not report.domains:
+        return
+    st.subheader("Reward audit")
+    lo, hi = report.steps
+    if not report.flags:
+        st.success(f"No audit flags over steps {lo}-{hi}: no domain collapsed to one answer, copied from its "
+                   "prompt, or gained reward while its answers lost diversity or length.")
+    for flag in report.flags:
+        st.warning(f"**{flag.domain}** · `{flag.signal}` (steps {lo}-{hi}): {flag.detail}")
+        for col, traj_id in zip(st.columns(audit_view.EXAMPLES), flag.examples):
+            with col:
+                st.page_link("screens/trajectories.py", label=f"#{traj_id}", icon=":material/route:",
+                             query_params={"run": run_id, "traj": str(traj_id)})
+    shares = {c: st.column_config.NumberColumn(format="percent")
+              for c in ("modal share", "references' modal share", "copied")}
+    st.dataframe(pd.DataFrame(audit_view.audit_table(report)), hide_index=True, column_config=shares)
+    st.caption(f"Answers pooled over steps {lo}-{hi}. A flag asks you to read its example trajectories; "
+               "the rule and its thresholds: backend/audit_view.py.")
+    curves = audit_view.audit_curves(load_metrics(path, run_id))
+    if curves:
+        with st.expander("Audit curves per domain"):
+            cols = st.columns(2)
+            for i, (title, data) in enumerate(curves.items()):
+                with cols[i % 2]:
+                    st.plotly_chart(line_chart(data, title), key=f"runs_audit_chart_{i}")
+
+
 def stop_run(path: str, run_id: str) -> None:
     try:
         how = run_manager.stop(get_store(path), run_id)
@@ -178,6 +215,7 @@ def show_run(path: str, run_id: str, shown: tuple[str, str] | None = None) -> No
         st.json(run["config"])
     show_curves(path, run_id)
     show_domains(path, run_id)
+    show_audit(path, run_id)
 
     evals = load_evaluations(path, run_id)
     if not evals.empty:

@@ -12,7 +12,8 @@ completions and turns (`Store.trajectories`). They outlive reruns and page switc
 page-prefixed session state; a live run's new step leaves the step range as the user set
 it, except that a range ending at the last step extends to the new last step. The table shows at most `LIMIT` rows; the
 count above it and the JSONL export cover every matching row (the export up to
-`EXPORT_LIMIT`, written only when the button is clicked). "Compare with" diffs the
+`EXPORT_LIMIT`, written only when the button is clicked). A ``?traj=<id>`` link opens that
+trajectory (`follow_link`). "Compare with" diffs the
 completion against a second trajectory, by default the sample of the same group whose
 reward differs most.
 """
@@ -26,6 +27,7 @@ import streamlit as st
 
 from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
 from backend import views
+from backend.errors import TrajectoryNotFound
 from backend.retrieval_service import fragments_frame
 from backend.trajectory_query import fts_query
 
@@ -164,6 +166,27 @@ def filters_for(path: str, run_id: str) -> dict | None:
         "finish_reason": None if reason == ALL_REASONS else reason,
         "query": text.strip() or None,
     }
+
+
+def follow_link(path: str) -> None:
+    """Open the trajectory a link asks for (``?traj=<id>``, e.g. the Runs page's reward audit):
+    its run, the filters narrowed to its step and domain, it selected. The parameter is then
+    dropped, so the user's next choices stand; an unknown id is ignored."""
+    wanted = st.query_params.get("traj")
+    if wanted is None:
+        return
+    del st.query_params["traj"]
+    try:
+        traj = get_store(path).trajectory(int(wanted))
+    except (ValueError, TrajectoryNotFound):
+        return
+    run_id, step = traj["run_id"], traj["step"]
+    st.session_state["traj_run"] = run_id
+    st.session_state.setdefault(STEP_RANGES, {})[run_id] = (step, step, step + 1)  # ends before any last step
+    remember(traj_domain=traj["domain"], traj_reward=(0.0, 1.0), traj_finish=ALL_REASONS, traj_search="")
+    for key in ("traj_steps", "traj_domain", "traj_reward", "traj_finish", "traj_search"):
+        st.session_state.pop(key, None)  # widgets start from the values set above
+    st.session_state["traj_selected"] = traj["id"]
 
 
 def show_trajectory(traj: dict) -> None:
@@ -340,6 +363,7 @@ def render() -> None:
     runs = runs_or_notice(path)
     if runs is None:
         return
+    follow_link(path)
     run_id = run_picker(list(zip(runs["id"], runs["name"])), key="traj_run")
     filters = filters_for(path, run_id)
     if filters is None:
