@@ -96,6 +96,7 @@ def _print_eval(ev: dict) -> None:
             e = per.get(n)
             cells.append("-" if not e else f"{e['value']:.3f} [{e['low']:.2f}, {e['high']:.2f}]")
         print(f"  {d:<24}" + "".join(f"{c:>22}" for c in cells))
+    _print_baselines(ev["model"], extras)
     if "tool_calls" in extras:
         t = extras["tool_calls"]
         print(f"  tool-call validity: {t['validity']:.3f} ({t['valid_calls']}/{t['calls']} calls)")
@@ -117,6 +118,27 @@ def _print_eval(ev: dict) -> None:
               f"with retrieval {tokens(c['usable_tokens_retrieval'])}"
               + (f"; full context, the number mentioned anywhere: {tokens(c['usable_tokens_mention'])}"
                  if "usable_tokens_mention" in c else ""))
+
+
+def _print_baselines(model: str, extras: dict) -> None:
+    """Per domain: the best constant answer, the best copy rule and the format-only reward
+    (`backend.baselines`, stored with the evaluation), pass@1's gain above the best one and
+    the verdict; then the notes on the model's answers."""
+    from backend.baselines import answer_warnings
+
+    table = extras.get("baselines") or {}
+    if not table:
+        return
+    verdicts = (extras.get("baseline_verdicts") or {}).get("domains") or {}
+    print("  baselines on the same tasks (no model; verdict of pass@1 against the best):")
+    for d, b in table.items():
+        c, cp, v = b["constant"], b["copy"], verdicts.get(d) or {}
+        g = v.get("gain")
+        gain = f"gain {g['delta']:+.3f} [{g['low']:+.2f}, {g['high']:+.2f}]" if g else "gain -"
+        print(f"  {d:<24} constant {str(c['answer'])[:20]!r} {c['accuracy']:.3f}, copy ({cp['rule']}) "
+              f"{cp['accuracy']:.3f}, format-only reward {b['format_reward']:.2f}; {gain}: {v.get('verdict') or '-'}")
+    for note in answer_warnings(model, table):
+        print(f"  note: {note}")
 
 
 def cmd_eval_list(args) -> int:

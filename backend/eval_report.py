@@ -3,7 +3,10 @@
 Recomputes everything from the stored sample rows (`Store.eval_samples`) with
 `backend.eval_stats`: per domain and family pass@1, pass@k, mean reward and format rate
 with 95% bootstrap intervals over tasks; for two evaluations the paired deltas B - A over
-the tasks both share, ranked worst first with a verdict each; tool-call validity,
+the tasks both share, ranked worst first with a verdict each; the baselines of the tasks
+played (`backend.baselines`: best constant answer, copying from the question, format-only
+reward; stored with the evaluation, else computed from its regenerated tasks) and each
+headline row's verdict against the strongest of them and A; tool-call validity,
 multi-turn success and the usable context length when the evaluations have them.
 
     report = build_report(store, [base_id, ckpt_id])      # JSON-able dict
@@ -35,6 +38,8 @@ from backend.eval_stats import (
 )
 
 MISSING = "—"
+BASELINE_NOTE = ("best baseline: the strongest of the best constant answer, copying from the question (rules "
+                 "fitted on these held-out tasks) and, in a comparison, A; the verdict is against every one of them.")
 VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "no clear change": "#9e9e9e",
                   "too few tasks": "#bdbdbd"}
 SIDE_COLORS = ("#7f7f7f", "#1f77b4")  # A (baseline) grey, B blue
@@ -134,12 +139,15 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         (those both share, 1 always included), "k" (the largest k > 1 or None),
         "summaries" (`eval_stats.summarize` per side, estimates as dicts), "comparison"
         (`eval_stats.compare` as dicts with "ranked" as a list of dicts, or None),
-        "extras" per side, "families" (domain -> family), "warnings", "resamples".
+        "extras" per side, "families" (domain -> family), "warnings", "resamples",
+        "baselines" (`baselines.suite_baselines` per side) and "verdicts"
+        (`baselines.group_verdicts` of the last side: B, or the only evaluation).
 
     Raises:
         EvalNotFound: no evaluation with one of the ids.
         ConfigError: more than two ids, the same id twice, or an evaluation not completed.
     """
+    from backend.baselines import answer_warnings, group_verdicts
     from backend.evaluation import capability_extras
 
     if len(eval_ids) > 2:
@@ -172,7 +180,10 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         if sha_a and sha_a == sha_b:
             warnings.append(f"A and B have the same weights (sha256 {sha_a[:12]}…); any difference is sampling noise.")
         warnings += _settings_warnings(a, b)
-    for side, summary in zip(sides, summaries):
+    tables = [_baselines(store, side) for side in sides]
+    verdicts = jsonable(group_verdicts(rows[-1], tables[-1], families, comparison, resamples)) if sides else None
+    for side, summary, table in zip(sides, summaries, tables):
+        warnings += answer_warnings(side["label"], table)
         warnings += _seen_warning(side)
         context = sum(d.get("context_faults") or 0 for d in summary["domains"].values())
         faults = sum(d.get("faults") or 0 for d in summary["domains"].values()) - context
@@ -184,7 +195,17 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
                             "were not sent; they are left out, so the longest tasks are missing from these figures.")
     return {"sides": sides, "ks": ks, "k": max(ks) if ks and max(ks) > 1 else None, "summaries": summaries,
             "comparison": comparison, "extras": extras, "families": families, "warnings": warnings,
-            "resamples": resamples}
+            "resamples": resamples, "baselines": tables, "verdicts": verdicts}
+
+
+def _baselines(store, side: dict) -> dict:
+    """A side's baselines (`backend.baselines`): those stored with the evaluation, else
+    computed from its sample rows (its tasks regenerated from their seeds)."""
+    from backend.baselines import suite_baselines
+
+    if "baselines" in side["stored_extras"]:
+        return side["stored_extras"]["baselines"]
+    return suite_baselines(store.eval_samples(side["id"], with_completions=True))
 
 
 # ---------------------------------------------------------------- tables (formatted strings)
@@ -243,13 +264,19 @@ def _grouped_rows(report: dict, table: str, first: str) -> list[dict]:
             per = cmp[table].get(name, {}) if name else cmp["overall"]
             delta = per.get("pass@1")
             row["Δ pass@1 [95% CI]"] = _pp(delta)
+        v = (report["verdicts"][table].get(name) if name else report["verdicts"]["overall"]) or {}
+        row["best baseline"] = f"{v['baseline']}: {100 * v['value']:.1f}%" if v.get("value") is not None else MISSING
+        row["gain above baseline [95% CI]"] = _pp(v.get("gain"))
         if k:
             row.update(_metric_cells(report, f"pass@{k}", name, table, lambda e: _pct(e, ci=False)))
         row.update(_metric_cells(report, "mean_reward", name, table, _num, label="mean reward"))
         if cmp is not None:
             present = [name is None or name in s[table] for s in report["summaries"]]
-            row["verdict"] = (delta["verdict"] if delta else "only in A" if present == [True, False]
+            row["verdict"] = ((v.get("verdict") or delta["verdict"]) if delta
+                              else "only in A" if present == [True, False]
                               else "only in B" if present == [False, True] else "no shared tasks")
+        else:
+            row["verdict"] = v.get("verdict") or MISSING
         rows.append(row)
     return rows
 
@@ -257,9 +284,13 @@ def _grouped_rows(report: dict, table: str, first: str) -> list[dict]:
 def headline_rows(report: dict) -> list[dict]:
     """The headline table: one row per domain (by name) and an "all domains" row, with
     pass@1 of A and B (percent, 95% CI), the paired delta B - A in percentage points with
-    its CI, pass@k of A and B, mean reward (0..1) of A and B and the verdict of the pass@1
-    delta ("regression", "improvement", "no clear change", "too few tasks", "only in A/B"). One evaluation:
-    its own columns without A/B and without delta and verdict. Empty report: []."""
+    its CI, the best baseline (the strongest of the best constant answer, copying from the
+    question and A; which one and its accuracy) and B's gain above it with its CI, pass@k
+    of A and B, mean reward (0..1) of A and B and the verdict against every baseline
+    (`baselines.judge`: "improvement", "regression", "no gain beyond answering '1' every
+    time", "no clear change", "too few tasks", "only in A/B"). One evaluation: its own
+    columns without A/B and without the delta, judged against the task baselines. Empty
+    report: []."""
     return _grouped_rows(report, "domains", "domain") if report["sides"] else []
 
 
@@ -292,6 +323,16 @@ def domain_rows(report: dict, side: int) -> list[dict]:
                     "mean turns": f"{m['mean_turns']:.1f}" if m["mean_turns"] else MISSING})
         out.append(row)
     return out
+
+
+def baselines_table(report: dict) -> list[dict]:
+    """The baselines of the judged evaluation's tasks (`baselines.baseline_rows`), with each
+    side's most common answer and share copied from the question. [] without baselines."""
+    from backend.baselines import baseline_rows
+
+    if not report["sides"]:
+        return []
+    return baseline_rows(report["baselines"][-1], list(zip(_sides(report), report["baselines"])))
 
 
 def capability_rows(report: dict) -> list[dict]:
@@ -327,7 +368,7 @@ def headline_text(report: dict) -> str:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    notes = list(report["warnings"])
+    notes = list(report["warnings"]) + [BASELINE_NOTE]
     if any(r.get("verdict") == "too few tasks" for r in rows):
         notes.append(f"'too few tasks': fewer than {MIN_TASKS_FOR_VERDICT} shared tasks, too few for a verdict; "
                      "evaluate more tasks per domain (--tasks).")
@@ -404,6 +445,12 @@ p.warning { background: #fff3cd; padding: 0.5em; border-left: 4px solid #e0a800;
 {% if not sides %}<p>No evaluations in this report.</p>{% else %}
 <h2>Evaluations</h2>{{ table(sides) }}
 <h2>Headline</h2>{{ table(headline) }}
+<p class="meta">{{ baseline_note }}</p>
+{% if baselines %}<h2>Baselines</h2>
+<p class="meta">Per domain, on the held-out tasks played: the constant answer and the rule copying from the
+question that score best with the domain's verifier, the format-only reward (the reward floor: right format,
+wrong answer), and each model's most common answer and share of answers copied from the question.</p>
+{{ table(baselines) }}{% endif %}
 {% if deltas %}<h2>Changes, worst first</h2>{{ table(deltas) }}{% endif %}
 <h2>Per family</h2>{{ table(families) }}
 {% for name, rows in per_domain %}<h2>Per domain: {{ name }}</h2>{{ table(rows) }}{% endfor %}
@@ -449,7 +496,8 @@ def report_html(report: dict) -> str:
         title=report_title(report), written=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         resamples=report["resamples"] if report["sides"] else 0, compared=report["comparison"] is not None,
         warnings=report["warnings"], sides=side_rows(report), headline=headline_rows(report),
-        deltas=delta_rows(report), families=family_rows(report), capabilities=capability_rows(report),
+        deltas=delta_rows(report), families=family_rows(report), baselines=baselines_table(report),
+        baseline_note=BASELINE_NOTE, capabilities=capability_rows(report),
         per_domain=[(f"{t} {s['label']}".strip(), domain_rows(report, i))
                     for i, (t, s) in enumerate(zip(tags, report["sides"]))],
         figures=figures)

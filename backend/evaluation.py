@@ -6,7 +6,9 @@ range in turn) are each sampled `samples` times at `temperature`; every completi
 scored by its domain's verifier and stored (`backend.eval_store`) with its task's exact
 (domain, level, seed). The summary holds, per domain and family, pass@k for each k (the
 unbiased estimator of Chen et al. 2021), mean reward and answer-format rate with bootstrap
-intervals (`backend.eval_stats`); tool-call validity (valid calls / calls) for tool-use
+intervals (`backend.eval_stats`); the baselines of the tasks played (best constant answer,
+copying from the question, format-only reward, `backend.baselines`) and the verdict
+against the strongest; tool-call validity (valid calls / calls) for tool-use
 domains; multi-turn success (the share of episodes solved) for multi-turn domains; and,
 when the mix has `needle_haystack`, the usable context length from a needle sweep.
 
@@ -344,9 +346,11 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
         engine = _open(cfg, model_path, settings.seed, engine_kw)
         try:
             seen: dict[str, dict[str, int]] = {}
+            played: dict[str, list] = {}
             for d in dict.fromkeys(t[0] for t in tasks):
                 domain = get_domain(d)
                 batch = [domain.make_task(seed, level) for name, level, seed in tasks if name == d]
+                played[d] = batch
                 say(f"{d}: sampling {len(batch)} tasks x {settings.samples} ...")
                 seen.update(seen_in_training(store, run_id, batch, tokenizer, cfg.context_budget_tokens))
                 samples = rollout(engine, tokenizer, batch, settings.samples, settings.max_new_tokens,
@@ -364,7 +368,23 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
             engine.close()
     summary = summary_of(rows, settings.ks)
     extras.update(capability_extras(rows))
+    extras.update(baseline_extras(rows, played))
     return summary, extras
+
+
+def baseline_extras(rows: list[dict], tasks: dict[str, list] | None = None) -> dict:
+    """The baselines of the tasks played and the verdict against them (`backend.baselines`):
+    {"baselines": domain -> baselines, "baseline_verdicts": per domain, family and overall}
+    ({} when no domain has baselines). Costs verifier calls only; `tasks` (domain -> the
+    tasks played) None regenerates them."""
+    from backend.baselines import group_verdicts, suite_baselines
+    from backend.eval_stats import domain_families, jsonable
+
+    table = suite_baselines(rows, tasks)
+    if not table:
+        return {}
+    return {"baselines": table,
+            "baseline_verdicts": jsonable(group_verdicts(rows, table, domain_families({r["domain"] for r in rows})))}
 
 
 def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | None = None) -> dict[str, dict[str, int]]:

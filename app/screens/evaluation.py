@@ -1,6 +1,8 @@
 """Evaluation page: the stored capability evaluations (`rlwb eval MODEL --mix NAME`); one
 evaluation's results, or a baseline A against a model B side by side with paired deltas,
-regressions highlighted, and the report as a self-contained HTML download.
+regressions highlighted, the baselines the verdicts are against (best constant answer,
+copying from the question, format-only reward), and the report as a self-contained HTML
+download.
 
 UI only: the list comes from `Store.list_evals` (evaluations whose process is gone are
 marked failed first, `backend.evaluation.refresh_eval_liveness`), the report, tables,
@@ -85,8 +87,8 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
     st.subheader("Headline")
     st.caption("pass@1 with its 95% bootstrap interval over tasks" + (
         "; Δ is B − A paired over the shared tasks, in percentage points; a regression's whole interval "
-        f"lies below 0; under {MIN_TASKS_FOR_VERDICT} shared tasks there is no verdict (\"too few tasks\")."
-        if compared else "."))
+        f"lies below 0; under {MIN_TASKS_FOR_VERDICT} shared tasks there is no verdict (\"too few tasks\")"
+        if compared else "") + ". " + er.BASELINE_NOTE[0].upper() + er.BASELINE_NOTE[1:])
     st.dataframe(styled(er.headline_rows(report)), hide_index=True, key="eval_headline")
     figures = er.report_figures(report)
     cols = st.columns(2)
@@ -99,6 +101,14 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
     if compared:
         st.subheader("Changes, worst first")
         st.dataframe(styled(er.delta_rows(report)), hide_index=True, key="eval_deltas")
+    baselines = er.baselines_table(report)
+    if baselines:
+        st.subheader("Baselines")
+        st.caption("Per domain, on the held-out tasks played (no model): the constant answer and the rule copying "
+                   "from the question that score best with the domain's verifier, the format-only reward (the "
+                   "reward floor: right format, wrong answer), and each model's most common answer and share of "
+                   "answers copied from the question.")
+        st.dataframe(baselines, hide_index=True, key="eval_baselines")
     st.subheader("Per family")
     st.dataframe(styled(er.family_rows(report)), hide_index=True, key="eval_families")
     for i, (tag, side) in enumerate(zip(["A", "B"] if compared else [""], report["sides"])):

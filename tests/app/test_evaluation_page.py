@@ -16,6 +16,7 @@ TABLES = {  # the page's tables by their first column and columns they have or l
     "list": ("evaluation", {"status"}, set()),
     "headline": ("domain", set(), {"metric", "samples"}),
     "deltas": ("domain", {"metric"}, set()),
+    "baselines": ("domain", {"best constant"}, set()),
 }
 
 
@@ -72,9 +73,12 @@ def test_one_evaluation_alone(tmp_path, monkeypatch):
     assert not at.selectbox  # nothing to pick
     assert "its results alone" in _page_texts(at)
     headline = _table(at, "headline")
-    assert list(headline.columns) == ["domain", "pass@1", "pass@4", "mean reward"]
+    assert list(headline.columns) == ["domain", "pass@1", "best baseline", "gain above baseline [95% CI]", "pass@4",
+                                      "mean reward", "verdict"]
     assert list(headline["domain"]) == ["basic_arithmetic", "chain_sum", "humaneval", "all domains"]
     assert headline.set_index("domain").loc["humaneval", "pass@1"].startswith("75.0%")
+    assert headline.set_index("domain").loc["basic_arithmetic", "best baseline"].startswith("answering '")
+    assert list(_table(at, "baselines")["domain"]) == ["basic_arithmetic", "chain_sum"]  # humaneval has none
     assert len(at.get("plotly_chart")) == 4  # pass@1 and pass@4 per domain and per family
     assert len(at.get("download_button")) == 1
 

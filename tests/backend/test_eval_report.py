@@ -170,7 +170,8 @@ def test_one_evaluation_alone(store):
     report = build_report(store, [a], resamples=100)
     assert report["comparison"] is None and report["warnings"] == []
     rows = headline_rows(report)
-    assert list(rows[0]) == ["domain", "pass@1", "pass@4", "mean reward"]
+    assert list(rows[0]) == ["domain", "pass@1", "best baseline", "gain above baseline [95% CI]", "pass@4",
+                             "mean reward", "verdict"]
     assert {r["domain"]: r["pass@1"][:5] for r in rows}["humaneval"] == "75.0%"
     assert delta_rows(report) == []
     assert [r["domain"] for r in domain_rows(report, 0)] == sorted(BASE)

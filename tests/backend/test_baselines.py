@@ -1,0 +1,228 @@
+"""Baselines in the evaluation report: synthetic models (sample rows scored by the real
+verifiers, no model) that answer a constant, the right answer, or a copy of the question are
+judged against the best constant answer and copying from the question, not against zero."""
+
+import pytest
+
+from backend.baselines import (
+    COPY_RULES,
+    copy_answer,
+    domain_baselines,
+    is_copied,
+    judge,
+    question_parts,
+    suite_baselines,
+)
+from backend.domains import FORMAT_WEIGHT, PASS_THRESHOLD, get_domain, heldout_seeds
+from backend.eval_report import baselines_table, build_report, headline_rows, headline_text, report_html
+from backend.evaluation import baseline_extras, summary_of
+from backend.store import Store
+
+TASKS = 40
+SAMPLES = 2
+
+
+def tasks_of(name: str, level: int = 1, n: int = TASKS):
+    domain = get_domain(name)
+    return domain, [domain.make_task(seed, level) for seed in heldout_seeds(n)]
+
+
+def model_rows(name: str, answer, level: int = 1, n: int = TASKS) -> list[dict]:
+    """Sample rows of a synthetic model whose reply to a task is `answer(task)`, scored by the
+    domain's own verifier, as `rlwb eval` stores them."""
+    domain, tasks = tasks_of(name, level, n)
+    rows = []
+    for t in tasks:
+        for i in range(SAMPLES):
+            completion = f"Let me think.\n{domain.wrap_answer(answer(t))}"
+            reward, b = domain.score(t, completion)
+            rows.append({"domain": name, "level": t.difficulty, "task_seed": t.seed, "sample_idx": i,
+                         "reward": reward, "correct": int(b["correct"] >= PASS_THRESHOLD), "format": b["format"],
+                         "finish_reason": "stop", "completion": completion})
+    return rows
+
+
+def add_eval(store: Store, model: str, rows: list[dict], extras: dict | None = None) -> str:
+    suite = {"mix": None, "mix_pinned": None, "domains": {r["domain"]: [1, 1] for r in rows},
+             "tasks_per_domain": TASKS, "samples": SAMPLES, "ks": [1], "temperature": 1.0, "top_p": 1.0,
+             "max_new_tokens": 64, "seed": 0, "seed_offset": 0, "rollout_engine": "vllm"}
+    eval_id = store.create_eval(model, f"/models/{model}", {"sha256": model.encode().hex().ljust(64, "0")}, suite)
+    store.record_eval_samples(eval_id, rows)
+    store.finish_eval(eval_id, "completed", summary=summary_of(rows, [1]), extras=extras or {})
+    return eval_id
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "s.db") as s:
+        yield s
+
+
+def headline(report) -> dict:
+    return {r["domain"]: r for r in headline_rows(report)}
+
+
+def test_answering_one_every_time_is_no_gain_beyond_the_constant(store):
+    rows = model_rows("letter_counting", lambda t: "1")
+    report = build_report(store, [add_eval(store, "always-one", rows)], resamples=200)
+    table = report["baselines"][0]["letter_counting"]
+    # "1" is the most common reference of these held-out tasks, and the best constant
+    refs = [t.answer for t in tasks_of("letter_counting")[1]]
+    assert table["constant"]["answer"] == "1" and refs.count("1") == max(refs.count(a) for a in set(refs))
+    solved = sum(r["correct"] for r in rows) / len(rows)
+    assert solved > 0.4 and table["constant"]["accuracy"] == pytest.approx(solved)  # the verifier's count
+    assert table["format_reward"] == pytest.approx(FORMAT_WEIGHT)
+    assert table["answers"]["modal"] == "1" and table["answers"]["modal_share"] == 1.0
+
+    row = headline(report)["letter_counting"]
+    assert row["verdict"] == "no gain beyond answering '1' every time"
+    assert row["best baseline"] == f"answering '1' every time: {100 * solved:.1f}%"
+    assert row["gain above baseline [95% CI]"].startswith("+0.0 pp")
+    text = headline_text(report)
+    assert "no gain beyond answering '1' every time" in text
+    assert "100% of its letter_counting answers are '1'" in text  # the collapse is called out
+    html = report_html(report)
+    assert "Baselines" in html and "no gain beyond answering &#39;1&#39; every time" in html
+
+
+def test_a_model_that_answers_correctly_is_an_improvement(store):
+    rows = model_rows("letter_counting", lambda t: t.answer)
+    report = build_report(store, [add_eval(store, "oracle", rows)], resamples=200)
+    row = headline(report)["letter_counting"]
+    assert row["pass@1"].startswith("100.0%") and row["verdict"] == "improvement"
+    gain = report["verdicts"]["domains"]["letter_counting"]["gain"]
+    constant = report["baselines"][0]["letter_counting"]["constant"]["accuracy"]
+    assert gain["low"] > 0 and gain["delta"] == pytest.approx(1 - constant)
+    assert headline(report)["all domains"]["verdict"] == "improvement"
+    assert "collapse" not in headline_text(report)
+
+
+def test_copying_from_the_question_is_detected(store):
+    # prime_factorization: the question's first number is sometimes prime, so copying it
+    # beats every constant answer; a model that copies it gains nothing beyond the copy rule
+    rows = model_rows("prime_factorization", lambda t: copy_answer(t.question, "first number"))
+    report = build_report(store, [add_eval(store, "copier", rows)], resamples=200)
+    table = report["baselines"][0]["prime_factorization"]
+    assert table["copy"]["rule"] == "first number" and table["copy"]["accuracy"] > table["constant"]["accuracy"]
+    assert table["answers"]["copied_share"] == 1.0
+    row = headline(report)["prime_factorization"]
+    assert row["verdict"] == "no gain beyond copying the question's first number"
+    assert row["best baseline"].startswith("copying the question's first number: ")
+    text = headline_text(report)
+    assert "100% of its prime_factorization answers are copied from the question" in text
+    assert baselines_table(report)[0]["copied from the question"] == "100%"
+
+
+def test_checkpoint_above_its_base_but_not_above_the_constant(store):
+    """A/B: the base answers at random, the checkpoint answers '1' every time: a clear gain
+    over A, none beyond the constant."""
+    base = model_rows("letter_counting", lambda t: "7")
+    ckpt = model_rows("letter_counting", lambda t: "1")
+    a, b = add_eval(store, "base", base), add_eval(store, "ckpt", ckpt)
+    report = build_report(store, [a, b], resamples=200)
+    assert report["comparison"]["domains"]["letter_counting"]["pass@1"]["verdict"] == "improvement"
+    row = headline(report)["letter_counting"]
+    assert row["verdict"] == "no gain beyond answering '1' every time"
+    assert row["best baseline"].startswith("answering '1' every time")
+    assert {"most common answer A", "most common answer B"} <= set(baselines_table(report)[0])
+
+
+def test_stored_baselines_are_used_and_match_the_regenerated_ones(store):
+    rows = model_rows("letter_counting", lambda t: "2")
+    domain, tasks = tasks_of("letter_counting")
+    extras = baseline_extras(rows, {"letter_counting": tasks})
+    assert extras["baselines"] == suite_baselines(rows)  # regenerated from the seeds: the same
+    assert extras["baseline_verdicts"]["domains"]["letter_counting"]["verdict"].startswith("below answering '1'")
+    extras["baselines"]["letter_counting"]["constant"]["answer"] = "stored"
+    report = build_report(store, [add_eval(store, "two", rows, extras=extras)], resamples=100)
+    assert report["baselines"][0]["letter_counting"]["constant"]["answer"] == "stored"
+
+
+def test_multi_turn_and_sandboxed_domains_have_no_baselines():
+    rows = [{"domain": d, "level": 1, "task_seed": 0, "sample_idx": 0, "reward": 0.0, "correct": 0}
+            for d in ("humaneval", "tool_sql", "no_such_domain")]
+    assert suite_baselines(rows) == {}
+
+
+def test_copy_rules_and_copied_answers():
+    q = 'How many times does the letter "u" appear in the text: "free 12 works" -3?'
+    assert question_parts(q)["numbers"] == ["12", "-3"] and question_parts(q)["quoted"] == ["u", "free 12 works"]
+    assert [copy_answer(q, r) for r in COPY_RULES] == ["12", "-3", "How", "works", "u", "free 12 works"]
+    assert copy_answer("Spell this", "first number") is None
+    assert is_copied("Works", q) and is_copied(" -3", q) and not is_copied("7", q) and not is_copied(None, q)
+    domain, tasks = tasks_of("spell_backward", n=12)
+    b = domain_baselines(domain, tasks)
+    assert b["tasks"] == 12 and b["answers"] is None and b["copy"]["accuracy"] == 0.0
+
+
+@pytest.mark.parametrize("gain, vs_base, want", [
+    ({"n": 40, "low": 0.01, "high": 0.2}, None, "improvement"),
+    ({"n": 40, "low": -0.1, "high": 0.1}, None, "no gain beyond X"),
+    ({"n": 40, "low": -0.3, "high": -0.1}, None, "below X"),
+    ({"n": 5, "low": 0.1, "high": 0.2}, None, "too few tasks"),
+    ({"n": 40, "low": 0.1, "high": 0.2}, {"n": 40, "low": -0.3, "high": -0.1}, "regression"),
+    ({"n": 40, "low": 0.1, "high": 0.2}, {"n": 40, "low": -0.1, "high": 0.1}, "no clear change"),
+    ({"n": 40, "low": -0.1, "high": 0.1}, {"n": 40, "low": 0.1, "high": 0.2}, "no gain beyond X"),
+    (None, {"n": 40, "low": 0.1, "high": 0.2}, "improvement"),
+    (None, None, None),
+])
+def test_judge(gain, vs_base, want):
+    assert judge(gain, "X", vs_base) == want
+
+
+def test_the_in_run_evaluation_reports_the_same_baselines(monkeypatch):
+    """`trainer.evaluate.evaluate` (the held-out evaluation during training) returns each
+    domain's baselines beside its accuracy; a rollout answering '1' stands in for the model."""
+    import trainer.loop
+    from trainer.evaluate import evaluate
+    from trainer.types import Completion, Sample
+
+    def always_one(engine, tokenizer, tasks, *args, **kwargs):
+        out = []
+        for i, t in enumerate(tasks):
+            text = "Answer: 1"
+            reward, b = get_domain(t.domain).score(t, text)
+            out.append(Sample(t.domain, t.seed, i, 0, "", [], Completion([], [], text, "stop"), reward, b,
+                              difficulty=t.difficulty))
+        return out
+
+    monkeypatch.setattr(trainer.loop, "rollout", always_one)
+    results = evaluate(None, None, ["letter_counting"], TASKS)["letter_counting"]
+    b = results["baselines"]
+    assert b["constant"]["answer"] == "1" and b["constant"]["accuracy"] == pytest.approx(results["accuracy"])
+    assert b["answers"]["modal_share"] == 1.0 and b["tasks"] == TASKS
+
+
+def test_rlwb_eval_show_prints_the_baselines_and_the_verdict(tmp_path, capsys):
+    from backend.cli import main
+
+    rows = model_rows("letter_counting", lambda t: "1")
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        _, tasks = tasks_of("letter_counting")
+        eval_id = add_eval(store, "always-one", rows, extras=baseline_extras(rows, {"letter_counting": tasks}))
+    assert main(["--db", str(db), "eval", "show", eval_id]) == 0
+    out = capsys.readouterr().out
+    assert "constant '1'" in out and "format-only reward 0.20" in out
+    assert "gain +0.000 [+0.00, +0.00]: no gain beyond answering '1' every time" in out
+    assert "100% of its letter_counting answers are '1'" in out
+    assert main(["--db", str(db), "eval", "report", eval_id]) == 0
+    assert "no gain beyond answering '1' every time" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_rlwb_eval_stores_the_baselines_of_the_tasks_it_played(tmp_path, tiny_model_dir):
+    """A real `evaluate_model` (tiny model, HF engine, ~20 s): the baselines of the tasks it
+    played go with the result, equal to those regenerated from its stored rows."""
+    from backend.evaluation import evaluate_model, parse_settings
+
+    with Store(tmp_path / "s.db") as store:
+        settings = parse_settings({"domains": ["letter_counting"], "tasks_per_domain": 12, "samples": 1, "ks": [1],
+                                   "max_new_tokens": 4, "rollout_engine": "hf", "context_sweep": False})
+        eval_id = evaluate_model(store, str(tiny_model_dir), settings)
+        extras = store.get_eval(eval_id)["extras"]
+        regenerated = suite_baselines(store.eval_samples(eval_id, with_completions=True))
+    b = extras["baselines"]["letter_counting"]
+    assert b == regenerated["letter_counting"]
+    assert b["tasks"] == 12 and b["constant"]["answer"] == "1" and b["answers"]["samples"] == 12
+    assert extras["baseline_verdicts"]["domains"]["letter_counting"]["verdict"]
