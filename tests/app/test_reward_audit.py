@@ -7,16 +7,12 @@ from streamlit.testing.v1 import AppTest
 
 from backend.store import Store
 from tests.app.test_pages import MAIN, TIMEOUT, _app, _texts
-from tests.backend.audit_runs import DOMAIN, collapsing, healthy, record_run
+from tests.backend.audit_runs import DOMAIN, audit_store
 
 
 @pytest.fixture
 def audit_db(tmp_path):
-    db = tmp_path / "audit.db"
-    with Store(db) as store:
-        ids = {"collapsing": record_run(store, "collapsing", collapsing),
-               "healthy": record_run(store, "healthy", healthy)}
-    return db, ids
+    return audit_store(tmp_path / "audit.db")
 
 
 def _audit_links(at: AppTest) -> list[dict]:

@@ -61,3 +61,11 @@ def record_run(store: Store, name: str, answer_of, steps: int = STEPS) -> str:
         store.heartbeat(rid, step=step)
     store.set_status(rid, "completed")
     return rid
+
+
+def audit_store(db) -> tuple:
+    """A store at `db` with a collapsing and a healthy scripted run: (db, {name: run id})."""
+    with Store(db) as store:
+        ids = {"collapsing": record_run(store, "collapsing", collapsing),
+               "healthy": record_run(store, "healthy", healthy)}
+    return db, ids

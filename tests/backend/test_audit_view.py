@@ -7,17 +7,13 @@ import pytest
 from backend.audit_view import MIN_ANSWERS, audit_domain, audit_lines, audit_run
 from backend.cli import main
 from backend.store import Store
-from tests.backend.audit_runs import DOMAIN, collapsing, healthy, record_run, sample
+from tests.backend.audit_runs import DOMAIN, audit_store, sample
 from trainer.audit import row_of_sample
 
 
 @pytest.fixture
 def runs(tmp_path):
-    db = tmp_path / "audit.db"
-    with Store(db) as store:
-        ids = {"collapsing": record_run(store, "collapsing", collapsing),
-               "healthy": record_run(store, "healthy", healthy)}
-    return db, ids
+    return audit_store(tmp_path / "audit.db")
 
 
 def test_a_run_that_collapses_to_one_answer_is_flagged_with_its_trajectories(runs):
