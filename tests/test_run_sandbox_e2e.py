@@ -9,9 +9,9 @@ from sandboxes.owners import owner_tag
 STEPS = 2
 
 
-def test_run_with_humaneval_and_terminal_in_the_mix(tiny_model_dir, docker_engine, tmp_path):
-    cfg = parse_config({
-        "name": "tiny-sandbox", "model": str(tiny_model_dir), "steps": STEPS, "seed": 1,
+def test_run_with_humaneval_and_terminal_in_the_mix(tiny_model_2k_dir, docker_engine, tmp_path):
+    cfg = parse_config({  # humaneval's prompts need more than the tiny model's 1024 positions
+        "name": "tiny-sandbox", "model": str(tiny_model_2k_dir), "steps": STEPS, "seed": 1,
         "domains": {"humaneval": 1.0, "terminal_count_matches": 1.0},
         "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 2, "max_new_tokens": 24,
         "max_turns": 2, "max_episode_tokens": 512, "learning_rate": 1e-3, "vllm_compile": False,
