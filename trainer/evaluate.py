@@ -2,9 +2,7 @@
 
 `evaluate` generates one greedy completion for each of `n` held-out tasks per domain
 (seeds from `backend.domains.heldout_seeds`, a range training never samples) and reports
-accuracy (verifier says fully correct), mean reward and answer-format rate, and the
-baselines of the same tasks (`backend.baselines`: best constant answer, copying from the
-question, format-only reward; verifier calls only).
+accuracy (verifier says fully correct), mean reward and answer-format rate.
 
 Not covered: pass@k with sampling, bootstrap intervals and base-vs-checkpoint reports
 (the evaluation issue builds those on top of this).
@@ -16,7 +14,7 @@ from backend.domains import get_domain, heldout_seeds
 
 
 def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | dict[str, int] = 1,
-             max_new_tokens: int = 64, runtime=None, cfg=None) -> dict[str, dict]:
+             max_new_tokens: int = 64, runtime=None, cfg=None) -> dict[str, dict[str, float]]:
     """Greedy accuracy on `n` held-out tasks per domain.
 
     Args:
@@ -31,20 +29,16 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | di
 
     Returns:
         domain -> {"n", "accuracy", "mean_reward", "format_rate"} (fractions in [0, 1]),
-        over the tasks scored without a harness fault, plus "baselines"
-        (`backend.baselines.domain_baselines`) for the domains that have them.
+        over the tasks scored without a harness fault.
 
     Raises:
         ConfigError: a level that is not one of its domain's levels.
         KeyError: `difficulty` is a dict without one of `domains`.
     """
-    from backend.baselines import suite_baselines
-    from backend.evaluation import sample_row
     from trainer.loop import rollout
 
     levels = difficulty if isinstance(difficulty, dict) else dict.fromkeys(domains, difficulty)
-    by_domain = {d: [get_domain(d).make_task(seed, levels[d]) for seed in heldout_seeds(n)] for d in domains}
-    tasks = [t for batch in by_domain.values() for t in batch]
+    tasks = [get_domain(d).make_task(seed, levels[d]) for d in domains for seed in heldout_seeds(n)]
     samples = rollout(engine, tokenizer, tasks, 1, max_new_tokens, temperature=0.0, top_p=1.0,
                       runtime=runtime, cfg=cfg)
     results: dict[str, dict[str, float]] = {}
@@ -57,7 +51,4 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | di
             "mean_reward": sum(r for r, _ in scored) / k,
             "format_rate": sum(float(b.get("format", 0.0)) for _, b in scored) / k,
         }
-    baselines = suite_baselines([sample_row(s) for s in samples], by_domain)  # verifier calls only
-    for d, b in baselines.items():
-        results[d]["baselines"] = b
     return results

@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from backend.config import RunConfig
-from backend.domains import Task, build_messages, get_domain, train_seed
+from backend.domains import Task, get_domain, train_seed
 from backend.errors import ConfigError, GenerationTimeout
 from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trainer_state
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
@@ -48,24 +48,10 @@ from trainer.audit import audit_metrics
 from trainer.curriculum import Curriculum, passed
 from trainer.episodes import maybe_runtime
 from trainer.overlong import masked, overlong_metrics, treat_overlong
+from trainer.prompts import render_prompt
 from trainer.types import Completion, Sample
 
 StepCallback = Callable[[int, dict[str, float]], None]
-
-
-def render_prompt(tokenizer, task: Task, context_budget_tokens: int | None = None) -> tuple[str, list[int]]:
-    """Render a task through the model's chat template.
-
-    Args:
-        context_budget_tokens: retrieval domains: tokens of retrieved context (None: the
-            domain's default).
-
-    Returns:
-        The prompt text (generation prompt appended) and its token ids.
-    """
-    messages = build_messages(task, tokenizer, context_budget_tokens)
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return text, tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def sample_tasks(cfg: RunConfig, rng: random.Random, k: int, curriculum: Curriculum | None = None) -> list[Task]:
@@ -237,26 +223,6 @@ def check_model_fits(cfg: RunConfig) -> int | None:
     except ModelNotFound:
         return None
     return run_window(cfg, model_path, AutoTokenizer.from_pretrained(model_path))
-
-
-def retrieval_window(cfg: RunConfig, model_path) -> int:
-    """Tokens a retrieval prompt and its answer need: the context budget, the prompt's own
-    overhead and the longest answer (training or evaluation).
-
-    Raises:
-        ConfigError: the model's window (`max_position_embeddings`) is smaller.
-    """
-    from backend.long_docs import PROMPT_OVERHEAD_TOKENS
-    from backend.models import context_window
-
-    answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
-    need = cfg.context_budget_tokens + PROMPT_OVERHEAD_TOKENS + answer
-    window = context_window(model_path, default=need)
-    if need > window:
-        raise ConfigError(f"context_budget_tokens {cfg.context_budget_tokens} + {PROMPT_OVERHEAD_TOKENS} tokens of "
-                          f"prompt + the answer need {need} tokens, more than the model's window of {window}; "
-                          f"lower context_budget_tokens to at most {window - need + cfg.context_budget_tokens}")
-    return need
 
 
 class _Scoring:

@@ -16,7 +16,7 @@ through the model's chat template and takes the longest:
   ``max_new_tokens`` and ``eval_max_new_tokens``);
 * multi-turn domains need ``max_episode_tokens`` (an episode ends there, `finish
   "length"`), and their opening prompt plus one turn must fit inside it;
-* retrieval domains need their context budget plus overhead (`trainer.loop.retrieval_window`).
+* retrieval domains need their context budget plus overhead (`retrieval_window`).
 
 The window is the smallest of ``DEFAULT_WINDOW_TOKENS`` (what runs used so far) and the
 need with `HEADROOM` for prompts longer than the sampled ones, capped at the model's own
@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 from backend.domains import TRAIN_SEED_RANGE, get_domain, heldout_seeds
 from backend.errors import ConfigError, GenerationTimeout
+from trainer.episodes import episode_prompt
+from trainer.prompts import render_prompt
 
 DEFAULT_WINDOW_TOKENS = 1024  # the engine window while every prompt fits in it (vLLM's max_model_len)
 PROMPT_SAMPLE_TASKS = 16  # training-seed tasks measured per level before a launch (a fixed sample)
@@ -105,9 +107,6 @@ def prompt_token_counts(tokenizer, domain: str, level: int, n: int = PROMPT_SAMP
         DomainNotFound: unknown domain. ConfigError: not one of its levels, its generator
             fails at this level, or `MAX_TIMEOUTS` of its seeds time out (named in the message).
     """
-    from trainer.episodes import episode_prompt
-    from trainer.loop import render_prompt
-
     key = (tokenizer.name_or_path, len(tokenizer), domain, level, n, heldout)
     if key in _MEASURED:
         return _MEASURED[key]
@@ -153,6 +152,26 @@ def prompt_lengths(tokenizer, domain: str, level: int, n: int = PROMPT_SAMPLE_TA
     return _quantiles(counts) if counts else None
 
 
+def retrieval_window(cfg: RunConfig, model_path) -> int:
+    """Tokens a retrieval prompt and its answer need: the context budget, the prompt's own
+    overhead and the longest answer (training or evaluation).
+
+    Raises:
+        ConfigError: the model's window (`max_position_embeddings`) is smaller.
+    """
+    from backend.long_docs import PROMPT_OVERHEAD_TOKENS
+    from backend.models import context_window
+
+    answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
+    need = cfg.context_budget_tokens + PROMPT_OVERHEAD_TOKENS + answer
+    window = context_window(model_path, default=need)
+    if need > window:
+        raise ConfigError(f"context_budget_tokens {cfg.context_budget_tokens} + {PROMPT_OVERHEAD_TOKENS} tokens of "
+                          f"prompt + the answer need {need} tokens, more than the model's window of {window}; "
+                          f"lower context_budget_tokens to at most {window - need + cfg.context_budget_tokens}")
+    return need
+
+
 def level_needs(cfg, model_path, tokenizer) -> list[Need]:
     """What every level of every domain in the run's mix needs of the window (`Need`).
 
@@ -161,17 +180,16 @@ def level_needs(cfg, model_path, tokenizer) -> list[Need]:
             ``max_episode_tokens``; a retrieval mix over the model's window; a generator
             that fails (see `prompt_token_counts`).
     """
-    from trainer.loop import retrieval_window
-
     answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
     needs = []
     for name, (_, lo, hi) in cfg.domain_specs().items():
         kind = get_domain(name).kind
+        if kind == "retrieval":  # the same budget at every level
+            tokens = retrieval_window(cfg, model_path)
+            needs += [Need(name, level, tokens, 0, f"context budget {cfg.context_budget_tokens} + prompt + answer")
+                      for level in range(lo, hi + 1)]
+            continue
         for level in range(lo, hi + 1):
-            if kind == "retrieval":
-                tokens = retrieval_window(cfg, model_path)
-                needs.append(Need(name, level, tokens, 0, f"context budget {cfg.context_budget_tokens} + prompt + answer"))
-                continue
             # evaluation plays the first eval_tasks_per_domain held-out tasks at the range's lowest level
             counts = prompt_token_counts(tokenizer, name, level, heldout=cfg.eval_tasks_per_domain if level == lo else 0)
             if not counts:

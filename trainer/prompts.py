@@ -1,0 +1,25 @@
+"""A task rendered as the policy sees it: the domain's chat messages through the model's
+chat template, as text and token ids (`render_prompt`). Used by rollouts (`trainer.loop`),
+the window check (`trainer.window`) and evaluation.
+
+Not covered: multi-turn episodes' openings (`trainer.episodes.episode_prompt`).
+"""
+
+from __future__ import annotations
+
+from backend.domains import Task, build_messages
+
+
+def render_prompt(tokenizer, task: Task, context_budget_tokens: int | None = None) -> tuple[str, list[int]]:
+    """Render a task through the model's chat template.
+
+    Args:
+        context_budget_tokens: retrieval domains: tokens of retrieved context (None: the
+            domain's default).
+
+    Returns:
+        The prompt text (generation prompt appended) and its token ids.
+    """
+    messages = build_messages(task, tokenizer, context_budget_tokens)
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return text, tokenizer(text, add_special_tokens=False)["input_ids"]
