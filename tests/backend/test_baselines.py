@@ -170,29 +170,6 @@ def test_judge(gain, vs_base, want):
     assert judge(gain, "X", vs_base) == want
 
 
-def test_the_in_run_evaluation_reports_the_same_baselines(monkeypatch):
-    """`trainer.evaluate.evaluate` (the held-out evaluation during training) returns each
-    domain's baselines beside its accuracy; a rollout answering '1' stands in for the model."""
-    import trainer.loop
-    from trainer.evaluate import evaluate
-    from trainer.types import Completion, Sample
-
-    def always_one(engine, tokenizer, tasks, *args, **kwargs):
-        out = []
-        for i, t in enumerate(tasks):
-            text = "Answer: 1"
-            reward, b = get_domain(t.domain).score(t, text)
-            out.append(Sample(t.domain, t.seed, i, 0, "", [], Completion([], [], text, "stop"), reward, b,
-                              difficulty=t.difficulty))
-        return out
-
-    monkeypatch.setattr(trainer.loop, "rollout", always_one)
-    results = evaluate(None, None, ["letter_counting"], TASKS)["letter_counting"]
-    b = results["baselines"]
-    assert b["constant"]["answer"] == "1" and b["constant"]["accuracy"] == pytest.approx(results["accuracy"])
-    assert b["answers"]["modal_share"] == 1.0 and b["tasks"] == TASKS
-
-
 def test_rlwb_eval_show_prints_the_baselines_and_the_verdict(tmp_path, capsys):
     from backend.cli import main
 
