@@ -38,6 +38,7 @@ import re
 from collections import Counter, defaultdict
 
 from backend.eval_stats import MIN_TASKS_FOR_VERDICT, TaskKey, paired_delta, task_results
+from trainer.audit import copied
 
 CONSTANT_CANDIDATES = 5  # most common references tried as the constant answer
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
@@ -75,11 +76,10 @@ def copy_answer(question: str, rule: str) -> str | None:
 
 
 def is_copied(answer: str | None, question: str) -> bool:
-    """True if `answer` (stripped, case-folded) is a number, word or quoted text of `question`."""
-    if not answer:
-        return False
-    want = answer.strip().casefold()
-    return any(want == p.casefold() for parts in question_parts(question).values() for p in parts)
+    """True if `answer` (stripped, case-folded) occurs in `question` as a whole token: the
+    training audit's test (`trainer.audit.copied`), so both reports count the same copies."""
+    want = (answer or "").strip().casefold()
+    return bool(want) and copied(want, question.casefold())
 
 
 def model_answer(domain, task, completion: str | None) -> str | None:
