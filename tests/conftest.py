@@ -19,14 +19,9 @@ def tiny_model_2k_dir(tiny_model_dir, tmp_path_factory) -> Path:
     """The tiny checkpoint with a 2048-token window (its config's max_position_embeddings;
     RoPE runs past the 1024 positions it was built with), for mixes whose prompts need more
     than 1024 of its tokens (humaneval's reach ~1,000 with its ~1000-token vocabulary)."""
-    import json
-    import shutil
+    from trainer.tiny import with_window
 
-    out = tmp_path_factory.mktemp("tiny-2k") / "model"
-    shutil.copytree(tiny_model_dir, out)
-    conf = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**conf, "max_position_embeddings": 2048}))
-    return out
+    return with_window(tiny_model_dir, tmp_path_factory.mktemp("tiny-2k") / "model", 2048)
 
 
 TINY_RUN_STEPS = 3

@@ -14,7 +14,9 @@ enough for logprob comparisons in tests to mean something.
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -144,3 +146,18 @@ def build_tiny_model(out_dir: Path, seed: int = 0, vocab_size: int = 1000) -> Pa
 
 if __name__ == "__main__":
     print(build_tiny_model(Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-model")))
+
+
+def with_window(model_dir: Path, out_dir: Path, positions: int) -> Path:
+    """A copy of a checkpoint at `out_dir` whose window is `positions` tokens (its config's
+    ``max_position_embeddings``; RoPE models run past the positions they were built with),
+    for tests of prompts longer than the tiny model's 1024 positions.
+
+    Returns:
+        `out_dir`.
+    """
+    out_dir = Path(out_dir)
+    shutil.copytree(model_dir, out_dir)
+    conf = json.loads((out_dir / "config.json").read_text())
+    (out_dir / "config.json").write_text(json.dumps({**conf, "max_position_embeddings": positions}))
+    return out_dir

@@ -15,6 +15,15 @@ def audit_db(tmp_path):
     return audit_store(tmp_path / "audit.db")
 
 
+def _runs_page(db, monkeypatch, run_id: str) -> AppTest:
+    """The Runs page showing `run_id`, checked to render with its Reward audit panel."""
+    at = _app(db, monkeypatch)
+    at.selectbox(key="runs_run").select(run_id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Reward audit" in _texts(at)
+    return at
+
+
 def _audit_links(at: AppTest) -> list[dict]:
     links = [e.proto for e in at.get("page_link")]
     return [parse_qs(p.query_string) for p in links if "traj=" in p.query_string]
@@ -22,10 +31,7 @@ def _audit_links(at: AppTest) -> list[dict]:
 
 def test_the_runs_page_flags_a_run_that_collapses_to_one_answer(audit_db, monkeypatch):
     db, ids = audit_db
-    at = _app(db, monkeypatch)
-    at.selectbox(key="runs_run").select(ids["collapsing"]).run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert "Reward audit" in _texts(at)
+    at = _runs_page(db, monkeypatch, ids["collapsing"])
     warnings = [w.value for w in at.warning]
     assert any(DOMAIN in w and "constant_answer" in w and "'1' is 90%" in w for w in warnings), warnings
     links = _audit_links(at)
@@ -39,10 +45,7 @@ def test_the_runs_page_flags_a_run_that_collapses_to_one_answer(audit_db, monkey
 
 def test_the_runs_page_shows_no_flags_for_a_healthy_run(audit_db, monkeypatch):
     db, ids = audit_db
-    at = _app(db, monkeypatch)
-    at.selectbox(key="runs_run").select(ids["healthy"]).run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert "Reward audit" in _texts(at)
+    at = _runs_page(db, monkeypatch, ids["healthy"])
     assert not at.warning and not _audit_links(at)
     assert any("No audit flags over steps 1-10" in s.value for s in at.success)
 

@@ -192,6 +192,18 @@ def test_a_reused_pid_is_not_the_runs_process(tmp_path):
         stranger.wait()
 
 
+def record_checkpoint(store: Store, rid: str, root, step: int) -> None:
+    """A checkpoint row of `step` whose directory under `root` holds just its trainer state
+    (enough for `ResumePoint.latest`)."""
+    import json
+
+    path = root / f"step-{step}"
+    path.mkdir()
+    (path / "trainer_state.json").write_text(json.dumps(
+        {"step": step, "rng_state": [3, [0] * 625, None], "curriculum": None, "learner_steps": step}))
+    store.record_checkpoint(rid, step, str(path))
+
+
 def test_resume_skips_a_deleted_last_checkpoint(tmp_path):
     """The newest checkpoint's directory removed (to free space): the run resumes from the
     one before it, and the missing one's row goes with the steps after that."""
@@ -202,11 +214,7 @@ def test_resume_skips_a_deleted_last_checkpoint(tmp_path):
     with Store(tmp_path / "wb.db") as store:
         rid = store.create_run("x", {"model": "tiny"}, total_steps=5)
         for step in (1, 2):
-            path = tmp_path / f"step-{step}"
-            path.mkdir()
-            (path / "trainer_state.json").write_text(json.dumps(
-                {"step": step, "rng_state": [3, [0] * 625, None], "curriculum": None, "learner_steps": step}))
-            store.record_checkpoint(rid, step, str(path))
+            record_checkpoint(store, rid, tmp_path, step)
         store.set_status(rid, "stopped")
         (tmp_path / "step-2" / "trainer_state.json").unlink()
         (tmp_path / "step-2").rmdir()
@@ -227,11 +235,7 @@ def test_resume_removes_the_evaluations_of_the_discarded_steps(tmp_path):
     with Store(tmp_path / "wb.db") as store:
         rid = store.create_run("x", {"model": "tiny"}, total_steps=5)
         for step in (2, 4):
-            path = tmp_path / f"step-{step}"
-            path.mkdir()
-            (path / "trainer_state.json").write_text(json.dumps(
-                {"step": step, "rng_state": [3, [0] * 625, None], "curriculum": None, "learner_steps": step}))
-            store.record_checkpoint(rid, step, str(path))
+            record_checkpoint(store, rid, tmp_path, step)
             store.record_metrics(rid, step, {"kl": 0.1})
         for phase in ("before", "step-2", "step-4", "after"):
             store.record_evaluation(rid, phase, "chain_sum", 4, 0.5, 0.5, 1.0, "m")

@@ -50,29 +50,19 @@ def extra_eos(tiny_model_dir, greedy, tokenizer, tmp_path_factory):
     return out, first[k], k
 
 
-def _check_stops_at_the_extra_eos(groups, greedy, extra_eos, tokenizer):
-    _, stop_id, k = extra_eos
-    (a, a2), (b, _) = groups
+@pytest.mark.parametrize("kind", ["hf", "vllm"])
+def test_engine_stops_at_every_eos_id_of_the_generation_config(kind, extra_eos, prompts, greedy, tokenizer):
+    # vLLM reads generation_config.json itself (generation_config="auto"): parity with HF.
+    model_dir, stop_id, k = extra_eos
+    kw = {"seed": 0, "enforce_eager": True, "gpu_memory_utilization": 0.05} if kind == "vllm" else {}
+    if kind == "vllm":
+        pytest.importorskip("vllm")
+    with open_engine(kind, model_dir, **kw) as engine:
+        (a, a2), (b, _) = engine.generate(prompts, n=2, max_new_tokens=MAX_NEW, temperature=0.0)
     assert a.token_ids == a2.token_ids == greedy[0][: k + 1] and a.token_ids[-1] == stop_id
     assert a.finish_reason == "stop" and len(a.logprobs) == k + 1
     assert a.text == tokenizer.decode(greedy[0][:k], skip_special_tokens=True)  # the stop token's text left out
     assert b.token_ids == greedy[1]  # the other prompt never emits it: unchanged
-
-
-def test_hf_engine_stops_at_every_eos_id_of_the_generation_config(extra_eos, prompts, greedy, tokenizer):
-    model_dir, _, _ = extra_eos
-    with open_engine("hf", model_dir) as engine:
-        groups = engine.generate(prompts, n=2, max_new_tokens=MAX_NEW, temperature=0.0)
-    _check_stops_at_the_extra_eos(groups, greedy, extra_eos, tokenizer)
-
-
-def test_vllm_engine_stops_at_the_same_ids_as_the_hf_engine(extra_eos, prompts, greedy, tokenizer):
-    # vLLM reads generation_config.json itself (generation_config="auto"): parity with HF.
-    pytest.importorskip("vllm")
-    model_dir, _, _ = extra_eos
-    with open_engine("vllm", model_dir, seed=0, enforce_eager=True, gpu_memory_utilization=0.05) as engine:
-        groups = engine.generate(prompts, n=2, max_new_tokens=MAX_NEW, temperature=0.0)
-    _check_stops_at_the_extra_eos(groups, greedy, extra_eos, tokenizer)
 
 
 def test_eos_token_ids_take_an_int_or_a_list_and_drop_repeats(tokenizer, extra_eos):

@@ -4,7 +4,6 @@ where the model allows it, prompts over the window at run time recorded as a "co
 fault (never sent, never trained on), and episodes that stop before the window."""
 
 import json
-import shutil
 
 import pytest
 
@@ -12,7 +11,9 @@ from backend.config import parse_config
 from backend.domains import get_domain
 from backend.errors import ConfigError
 from backend.store import Store
+from tests.backend.test_runs import record_checkpoint
 from trainer.loop import collect_groups, rollout, rollout_metrics
+from trainer.tiny import with_window
 from trainer.window import (DEFAULT_WINDOW_TOKENS, PROMPT_SAMPLE_TASKS, prompt_lengths, prompt_token_counts,
                             run_window)
 
@@ -23,15 +24,6 @@ LONG = "rotate_matrix"
 def _cfg(model, domains, difficulty=1, **kw):
     return parse_config({"name": "window", "model": str(model), "domains": domains, "difficulty": difficulty,
                          "steps": 1, "prompts_per_step": 2, "group_size": 2, **kw})
-
-
-def _wider(tiny_model_dir, tmp_path, positions: int):
-    """A copy of the tiny checkpoint's config and tokenizer with a longer window (`positions`)."""
-    out = tmp_path / f"tiny-{positions}"
-    shutil.copytree(tiny_model_dir, out)
-    conf = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**conf, "max_position_embeddings": positions}))
-    return out
 
 
 def test_prompt_lengths_are_measured_in_the_policys_tokens(tokenizer):
@@ -71,7 +63,7 @@ def test_the_cli_refuses_the_run_and_names_the_domain_level(tiny_model_dir, tmp_
 
 
 def test_the_window_is_raised_where_the_model_allows_it(tiny_model_dir, tokenizer, tmp_path):
-    wide = _wider(tiny_model_dir, tmp_path, 8192)
+    wide = with_window(tiny_model_dir, tmp_path / "tiny-8192", 8192)
     short = run_window(_cfg(wide, ["chain_sum"]), wide, tokenizer)
     assert short == DEFAULT_WINDOW_TOKENS  # prompts that fit keep the window runs always had
     cfg = _cfg(wide, [LONG], difficulty=2, max_new_tokens=64)
@@ -183,11 +175,7 @@ def test_a_resume_whose_prompts_no_longer_fit_is_refused_before_the_run_is_claim
     cfg = _cfg(tiny_model_dir, [LONG], difficulty=2, micro_batch_size=4)
     with Store(tmp_path / "t.db") as store:
         rid = store.create_run("x", cfg.model_dump(mode="json"), total_steps=3)
-        path = tmp_path / "step-1"
-        path.mkdir()
-        (path / "trainer_state.json").write_text(json.dumps(
-            {"step": 1, "rng_state": [3, [0] * 625, None], "curriculum": None, "learner_steps": 1}))
-        store.record_checkpoint(rid, 1, str(path))
+        record_checkpoint(store, rid, tmp_path, 1)
         store.set_status(rid, "failed")
         with pytest.raises(ConfigError, match=f"{LONG} level 2 needs"):
             resume(store, rid, background=False)
