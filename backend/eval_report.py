@@ -13,9 +13,9 @@ multi-turn success and the usable context length when the evaluations have them.
     print(headline_text(report))                           # Markdown table for the CLI
     write_html(store, [base_id, ckpt_id], "out.html")      # one self-contained file
 
-Torch-free (the page and the CLI import it). Not covered: running evaluations
-(`backend.evaluation`), reports over more than two evaluations, and in-training
-evaluations (the Runs page shows those).
+Torch-free (the page and the CLI import it). A training run's own held-out evaluations
+(greedy, one completion per task, `trainer.evaluate`) are reported by the same code. Not
+covered: running evaluations (`backend.evaluation`), reports over more than two evaluations.
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ MARGIN = {"l": 10, "r": 10, "t": 50, "b": 10}  # plotly figure margins (px)
 
 def side_label(ev: dict) -> str:
     """How a report names an evaluation: the model as the user named it, the training run
-    and step when the weights came from one, and the first 8 hex digits of their sha256."""
+    and step when the weights came from one, and the first 8 hex digits of their sha256; a
+    run's own held-out evaluation as "run R step N (in-run, greedy)"."""
+    if ev.get("phase"):
+        return f"run {ev['run_id']} {ev['phase']} · step {ev['step']} (in-run, greedy)"
     model = str(ev.get("model") or "?")
     parts = [model]
     if ev.get("run_id") and ev["run_id"] not in model:
@@ -76,12 +79,15 @@ def _first_line(text: str | None, limit: int = 300) -> str:
 
 
 def evaluation_rows(evals: list[dict]) -> list[dict]:
-    """The list of evaluations (rows of `Store.list_evals`) as display rows: id, model,
-    run / step, mix, domains × tasks per domain × samples, status, created (UTC), error."""
+    """The list of evaluations (rows of `Store.list_evals`) as display rows: id, kind
+    ("rlwb eval, sampled at T" or "in-run PHASE, greedy"), model, run / step, mix, domains ×
+    tasks per domain × samples, status, created (UTC), error."""
     out = []
     for e in evals:
         suite = e.get("suite") or {}
-        out.append({"evaluation": e["id"], "model": e["model"],
+        kind = (f"in-run {e['phase']}, greedy" if e.get("phase")
+                else f"rlwb eval, sampled at T={suite.get('temperature')}")
+        out.append({"evaluation": e["id"], "kind": kind, "model": e["model"],
                     "run / step": f"{e['run_id']} / {e['step']}" if e.get("run_id") else MISSING,
                     "mix": mix_label(suite), "tasks × samples": f"{len(suite.get('domains') or {})} domains × "
                     f"{suite.get('tasks_per_domain')} × {suite.get('samples')}", "status": e["status"],
@@ -101,7 +107,8 @@ def _side(store, eval_id: str) -> dict:
                                            "max_new_tokens", "seed", "seed_offset", "rollout_engine")}
     settings.update(mix=mix_label(suite), domains=suite.get("domains") or {})
     return {"id": eval_id, "label": side_label(ev), "model": ev["model"], "model_path": ev.get("model_path"),
-            "run_id": ev.get("run_id"), "step": ev.get("step"), "identity": ev.get("identity") or {},
+            "run_id": ev.get("run_id"), "step": ev.get("step"), "phase": ev.get("phase"),
+            "identity": ev.get("identity") or {},
             "settings": settings, "created_at": ev.get("created_at"), "finished_at": ev.get("finished_at"),
             "stored_extras": ev.get("extras") or {}}
 

@@ -4,7 +4,10 @@ An evaluation is one row of ``eval_runs`` (the model as given, its resolved path
 identity -- weights' sha256 and size, the training run and step of a checkpoint --, the
 suite's settings including the exact task seeds, status, and the summary once finished)
 and one row of ``eval_samples`` per sampled completion, keyed by its task's exact
-(domain, level, task_seed) and the sample's index.
+(domain, level, task_seed) and the sample's index. A training run's own held-out
+evaluations (`trainer.evaluate`, greedy, one completion per task) are stored the same way
+with their ``phase`` ("before", "step-N", "after"; NULL for `rlwb eval`), so one code
+path (`backend.eval_report`) reports both.
 
     eval_id = store.create_eval("smollm2-135m", path, identity, suite)
     store.record_eval_samples(eval_id, rows)            # any number of batches
@@ -26,6 +29,19 @@ SAMPLE_COLUMNS = ("domain", "level", "task_seed", "sample_idx", "reward", "corre
 _JSON_COLUMNS = ("identity", "suite", "summary", "extras")
 
 
+def sample_row(s) -> dict:
+    """The stored row of one scored `trainer.types.Sample` (keys of SAMPLE_COLUMNS):
+    correct when the verifier's "correct" reaches `backend.domains.PASS_THRESHOLD`."""
+    from backend.domains import PASS_THRESHOLD
+
+    b = s.breakdown
+    return {"domain": s.domain, "level": s.difficulty, "task_seed": s.task_seed, "sample_idx": s.index,
+            "reward": float(s.reward), "correct": int(float(b.get("correct", 0.0)) >= PASS_THRESHOLD),
+            "format": float(b.get("format", 0.0)), "calls": b.get("calls"), "valid_calls": b.get("valid_calls"),
+            "turns": len(s.turns) if s.turns else None, "finish_reason": s.completion.finish_reason,
+            "completion": s.completion.text, "fault": s.fault}
+
+
 def _eval_not_found(eval_id: str) -> EvalNotFound:
     return EvalNotFound(f"evaluation '{eval_id}' not found; list evaluations with `rlwb eval list`")
 
@@ -41,7 +57,7 @@ class EvalVerbs:
 
     @locked
     def create_eval(self, model: str, model_path: str, identity: dict, suite: dict,
-                    run_id: str | None = None, step: int | None = None) -> str:
+                    run_id: str | None = None, step: int | None = None, phase: str | None = None) -> str:
         """Insert an evaluation in status 'running' (this process's pid) and return its id,
         e.g. ``e20261130-081500-ab12``.
 
@@ -51,14 +67,21 @@ class EvalVerbs:
             identity: {"sha256", "bytes", ...} of the weights (`backend.evaluation.model_identity`).
             suite: the settings: domains and levels, seeds, samples, ks, temperature, ...
             run_id, step: the training run and step a checkpoint came from, if any.
+            phase: a training run's own held-out evaluation ("before", "step-N", "after"),
+                which replaces an earlier one of the same run and phase (and its samples);
+                None for `rlwb eval`.
         """
         row = {"model": model, "model_path": str(model_path), "identity": json.dumps(identity),
                "suite": json.dumps(suite), "status": "running", "run_id": run_id, "step": step,
-               "pid": os.getpid(), "created_at": now()}
+               "phase": phase, "pid": os.getpid(), "created_at": now()}
         for _ in range(10):  # 4 hex digits can collide within one second; retry
             try:
                 eval_id = new_id("e")
                 with self.db.conn:
+                    if phase is not None:
+                        old = "SELECT id FROM eval_runs WHERE run_id = ? AND phase = ?"
+                        self.db.execute(f"DELETE FROM eval_samples WHERE eval_id IN ({old})", [run_id, phase])
+                        self.db.execute("DELETE FROM eval_runs WHERE run_id = ? AND phase = ?", [run_id, phase])
                     self.db["eval_runs"].insert({"id": eval_id, **row})
                 return eval_id
             except sqlite3.IntegrityError:
@@ -115,10 +138,13 @@ class EvalVerbs:
 
     @locked
     def list_evals(self, statuses: tuple[str, ...] | None = None, limit: int = 200,
-                   run_id: str | None = None) -> list[dict]:
+                   run_id: str | None = None, in_run: bool | None = None) -> list[dict]:
         """The newest evaluations first (JSON columns decoded), optionally only those in
-        `statuses` and only those of training run `run_id`'s checkpoints."""
+        `statuses`, only those of training run `run_id` and, with `in_run` True or False,
+        only a run's own held-out evaluations (a ``phase``) or only `rlwb eval`'s."""
         clauses, args = [], []
+        if in_run is not None:
+            clauses.append("phase IS NOT NULL" if in_run else "phase IS NULL")
         if statuses:
             clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
             args += list(statuses)
@@ -127,6 +153,14 @@ class EvalVerbs:
             args.append(run_id)
         rows = self.db["eval_runs"].rows_where(" AND ".join(clauses) or None, args,
                                                order_by="created_at DESC, id DESC", limit=limit)
+        return [_decoded(r) for r in rows]
+
+    @locked
+    def in_run_evals(self, run_id: str) -> list[dict]:
+        """A training run's own completed held-out evaluations in step order ("before" first,
+        "after" last), JSON columns decoded; [] for a run recorded before version 11."""
+        rows = self.db["eval_runs"].rows_where("run_id = ? AND phase IS NOT NULL AND status = 'completed'",
+                                               [run_id], order_by="step, created_at")
         return [_decoded(r) for r in rows]
 
     @locked

@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
+from backend.eval_store import sample_row
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 RUN_ID_RE = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")  # `backend.store` run ids
@@ -253,18 +254,6 @@ def suite_tasks(domains: dict[str, tuple[int, int]], tasks_per_domain: int, seed
     return out
 
 
-def sample_row(s) -> dict:
-    """The stored row of one scored `trainer.types.Sample` (see `backend.eval_store`)."""
-    from backend.domains import PASS_THRESHOLD
-
-    b = s.breakdown
-    return {"domain": s.domain, "level": s.difficulty, "task_seed": s.task_seed, "sample_idx": s.index,
-            "reward": float(s.reward), "correct": int(float(b.get("correct", 0.0)) >= PASS_THRESHOLD),
-            "format": float(b.get("format", 0.0)), "calls": b.get("calls"), "valid_calls": b.get("valid_calls"),
-            "turns": len(s.turns) if s.turns else None, "finish_reason": s.completion.finish_reason,
-            "completion": s.completion.text, "fault": s.fault}
-
-
 def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[str], None] | None = None) -> str:
     """Evaluate a model or checkpoint and store everything; returns the evaluation's id.
 
@@ -472,7 +461,7 @@ def resolve_eval_ref(store, ref: str) -> str:
         return ref
     except EvalNotFound:
         pass
-    done = store.list_evals(statuses=("completed",), run_id=ref, limit=1)
+    done = store.list_evals(statuses=("completed",), run_id=ref, limit=1, in_run=False)
     if done:
         return done[0]["id"]
     raise EvalNotFound(f"'{ref}' is neither an evaluation nor a training run with an evaluated checkpoint; "

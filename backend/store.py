@@ -148,7 +148,7 @@ class Store(EvalVerbs):
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 10
+    SCHEMA_VERSION = 11
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)

@@ -225,16 +225,25 @@ def _migrate_10(db: sqlite_utils.Database) -> None:
                         [(evaluation_step(phase, total), rowid) for rowid, phase, total in rows])
 
 
+def _migrate_11(db: sqlite_utils.Database) -> None:
+    """Version 11: a training run's own held-out evaluations are stored as evaluations too
+    (`trainer.evaluate`: greedy, one completion per task, every completion kept): their
+    ``phase`` ("before", "step-N", "after"; NULL for `rlwb eval`) tells them apart."""
+    db["eval_runs"].add_column("phase", str)
+    db["eval_runs"].create_index(["run_id", "step"])
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
-    7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10}
+    7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10, 11: _migrate_11}
 
 #: The tables holding rows of one step of a training run, each with a ``run_id`` and an
 #: integer ``step`` column. Resuming a run from a step's checkpoint deletes their rows of
 #: later steps (`backend.store.Store.truncate_after`). ``eval_runs``: capability
-#: evaluations of a checkpoint (`rlwb eval RUN_ID:STEP`); a discarded step's checkpoint is
-#: written anew by the resumed run, so they would name weights that are gone.
+#: evaluations of a checkpoint (`rlwb eval RUN_ID:STEP`; a discarded step's checkpoint is
+#: written anew by the resumed run, so they would name weights that are gone) and the run's
+#: own held-out evaluations (phase "before" at step 0, "step-N" at N, "after" at the last step).
 STEP_TABLES = ("trajectories", "metrics", "sandbox_executions", "checkpoints", "evaluations", "eval_runs")
 #: Tables whose rows belong to a row of a `STEP_TABLES` table: table -> (its column, the
 #: parent table, the parent's key); deleted with their parent rows.

@@ -1,16 +1,60 @@
-"""Greedy held-out evaluation per domain.
+"""Greedy held-out evaluation per domain, during training.
 
 `evaluate` generates one greedy completion for each of `n` held-out tasks per domain
 (seeds from `backend.domains.heldout_seeds`, a range training never samples) and reports
 accuracy (verifier says fully correct), mean reward and answer-format rate.
+`record_heldout` stores one such evaluation of a run's phase ("before", "step-N",
+"after") twice over: every completion as an evaluation of its own (`Store.create_eval`
+with the phase; the tables `rlwb eval` writes, so the Runs page, the Evaluation page and
+`rlwb eval samples` read intervals, baselines, verdicts and the answers themselves from
+one code path, `backend.eval_report` / `backend.heldout`), and the per-domain aggregates
+(`Store.record_evaluation`) the Runs page's curves are drawn from.
 
-Not covered: pass@k with sampling, bootstrap intervals and base-vs-checkpoint reports
-(the evaluation issue builds those on top of this).
+Not covered: pass@k with sampling (`rlwb eval`, `backend.evaluation`), baselines (the
+report computes them from the stored completions when they are wanted).
 """
 
 from __future__ import annotations
 
 from backend.domains import get_domain, heldout_seeds
+
+#: What an in-run evaluation's suite says about how it was sampled (`rlwb eval` samples
+#: `samples` completions per task at `temperature`; these figures are greedy pass@1).
+IN_RUN_SAMPLING = {"samples": 1, "ks": [1], "temperature": 0.0, "top_p": 1.0}
+
+
+def evaluate_samples(engine, tokenizer, domains: list[str], n: int, difficulty: int | dict[str, int] = 1,
+                     max_new_tokens: int = 64, runtime=None, cfg=None) -> list:
+    """One greedy completion of each of `n` held-out tasks per domain, scored.
+
+    Args: as `evaluate`.
+
+    Returns:
+        The scored `trainer.types.Sample`s, task by task (len(domains) * n).
+
+    Raises:
+        ConfigError: a level that is not one of its domain's levels.
+        KeyError: `difficulty` is a dict without one of `domains`.
+    """
+    from trainer.loop import rollout
+
+    levels = difficulty if isinstance(difficulty, dict) else dict.fromkeys(domains, difficulty)
+    tasks = [get_domain(d).make_task(seed, levels[d]) for d in domains for seed in heldout_seeds(n)]
+    return rollout(engine, tokenizer, tasks, 1, max_new_tokens, temperature=0.0, top_p=1.0,
+                   runtime=runtime, cfg=cfg)
+
+
+def aggregates(rows: list[dict], domains: list[str]) -> dict[str, dict[str, float]]:
+    """domain -> {"n", "accuracy", "mean_reward", "format_rate"} (fractions in [0, 1]) over
+    the sample rows (`backend.eval_store.sample_row`) scored without a harness fault."""
+    results: dict[str, dict[str, float]] = {}
+    for d in domains:
+        scored = [r for r in rows if r["domain"] == d and not r["fault"]]
+        k = max(len(scored), 1)
+        results[d] = {"n": len(scored), "accuracy": sum(r["correct"] for r in scored) / k,
+                      "mean_reward": sum(r["reward"] for r in scored) / k,
+                      "format_rate": sum(r["format"] for r in scored) / k}
+    return results
 
 
 def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | dict[str, int] = 1,
@@ -35,20 +79,56 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | di
         ConfigError: a level that is not one of its domain's levels.
         KeyError: `difficulty` is a dict without one of `domains`.
     """
-    from trainer.loop import rollout
+    from backend.eval_store import sample_row
 
-    levels = difficulty if isinstance(difficulty, dict) else dict.fromkeys(domains, difficulty)
-    tasks = [get_domain(d).make_task(seed, levels[d]) for d in domains for seed in heldout_seeds(n)]
-    samples = rollout(engine, tokenizer, tasks, 1, max_new_tokens, temperature=0.0, top_p=1.0,
-                      runtime=runtime, cfg=cfg)
-    results: dict[str, dict[str, float]] = {}
-    for d in domains:
-        scored = [(s.reward, s.breakdown) for s in samples if s.domain == d and s.fault is None]
-        k = max(len(scored), 1)
-        results[d] = {
-            "n": len(scored),
-            "accuracy": sum(float(b.get("correct", 0.0)) >= 0.999 for _, b in scored) / k,
-            "mean_reward": sum(r for r, _ in scored) / k,
-            "format_rate": sum(float(b.get("format", 0.0)) for _, b in scored) / k,
-        }
-    return results
+    samples = evaluate_samples(engine, tokenizer, domains, n, difficulty, max_new_tokens, runtime, cfg)
+    return aggregates([sample_row(s) for s in samples], domains)
+
+
+def in_run_suite(cfg, levels: dict[str, int]) -> dict:
+    """The suite an in-run evaluation records (the keys `rlwb eval`'s suites have, so one
+    report reads both): greedy, one completion per task (`IN_RUN_SAMPLING`), the run's
+    domains at `levels`, the held-out seeds, the answer budget, and ``"in_run": True``."""
+    pin = cfg.mix_spec
+    return {"in_run": True, "mix": cfg.mix, "domains": {d: [lv, lv] for d, lv in levels.items()},
+            "mix_pinned": {"name": pin["name"], "version": pin["version"]} if pin else None,
+            "tasks_per_domain": cfg.eval_tasks_per_domain, **IN_RUN_SAMPLING,
+            "max_new_tokens": cfg.eval_max_new_tokens, "seed": cfg.seed, "seed_offset": 0,
+            "rollout_engine": cfg.rollout_engine, "seeds": heldout_seeds(cfg.eval_tasks_per_domain),
+            "max_turns": cfg.max_turns}
+
+
+def record_heldout(store, run_id: str, phase: str, model: str, cfg, levels: dict[str, int], samples: list) -> str:
+    """Store one in-run held-out evaluation: its completions as an evaluation of phase
+    `phase` (replacing an earlier one of the same phase), then the per-domain aggregates.
+
+    Args:
+        store: a `backend.store.Store`.
+        run_id: the training run.
+        phase: "before", "step-N" or "after".
+        model: what was evaluated (a path, or "RUN policy at step N").
+        cfg: the run config.
+        levels: domain -> the level evaluated.
+        samples: `evaluate_samples`' scored samples.
+
+    Returns:
+        The evaluation's id.
+
+    Raises:
+        RunNotFound: no such run. ValueError: a phase other than those three.
+    """
+    from backend.eval_stats import domain_families, jsonable, summarize
+    from backend.eval_store import sample_row
+    from backend.store_common import evaluation_step
+
+    if evaluation_step(phase, cfg.steps) is None:
+        raise ValueError(f"invalid evaluation phase {phase!r}; use 'before', 'after' or 'step-N' (N a step)")
+    rows = [sample_row(s) for s in samples]
+    eval_id = store.create_eval(model, model, {}, in_run_suite(cfg, levels), run_id=run_id,
+                                step=evaluation_step(phase, cfg.steps), phase=phase)
+    store.record_eval_samples(eval_id, rows)
+    summary = jsonable(summarize(rows, [1], domain_families(cfg.domain_list)))
+    store.finish_eval(eval_id, "completed", summary=summary, extras={})
+    for domain, r in aggregates(rows, cfg.domain_list).items():
+        store.record_evaluation(run_id, phase, domain, r["n"], r["accuracy"], r["mean_reward"], r["format_rate"], model)
+    return eval_id

@@ -378,18 +378,17 @@ def engine_options(cfg: RunConfig, model_path, tokenizer=None) -> dict:
 
 
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,
-                   runtime=None) -> dict:
+                   runtime=None) -> str:
     """Greedy held-out evaluation of every domain in the mix, each at the lowest level of its
-    range (the same `eval_tasks_per_domain` tasks every time); results go to the store
-    under `phase` ("before", "step-N", "after")."""
-    from trainer.evaluate import evaluate
+    range (the same `eval_tasks_per_domain` tasks every time); its completions and per-domain
+    results go to the store under `phase` ("before", "step-N", "after"): `trainer.evaluate.record_heldout`.
+    Returns the evaluation's id."""
+    from trainer.evaluate import evaluate_samples, record_heldout
 
     levels = {d: lo for d, (_, lo, _) in cfg.domain_specs().items()}
-    results = evaluate(engine, tokenizer, cfg.domain_list, cfg.eval_tasks_per_domain, levels,
-                       cfg.eval_max_new_tokens, runtime=runtime, cfg=cfg)
-    for domain, r in results.items():
-        store.record_evaluation(run_id, phase, domain, r["n"], r["accuracy"], r["mean_reward"], r["format_rate"], model)
-    return results
+    samples = evaluate_samples(engine, tokenizer, cfg.domain_list, cfg.eval_tasks_per_domain, levels,
+                               cfg.eval_max_new_tokens, runtime=runtime, cfg=cfg)
+    return record_heldout(store, run_id, phase, model, cfg, levels, samples)
 
 
 def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = None,
