@@ -1,8 +1,9 @@
 """`rlwb eval ...`: capability evaluations and their reports.
 
     rlwb eval MODEL_OR_CHECKPOINT --mix NAME     evaluate (a name, a directory, RUN_ID or RUN_ID:STEP)
-    rlwb eval list | show ID                      stored evaluations
+    rlwb eval list [--in-run] | show ID           stored evaluations (--in-run: training runs' own too)
     rlwb eval report A [B] [--html out.html]      base (A) against checkpoint (B)
+    rlwb eval samples B --domain D [--vs A]       the held-out answers, B beside A task by task
     rlwb eval context-length MODEL                the needle sweep (backend/cli.py)
 """
 
@@ -12,7 +13,7 @@ import argparse
 import json
 import sys
 
-SUBCOMMANDS = ("run", "list", "show", "report", "context-length")
+SUBCOMMANDS = ("run", "list", "show", "report", "samples", "context-length")
 
 
 def normalize_argv(argv: list[str]) -> list[str]:
@@ -146,16 +147,19 @@ def cmd_eval_list(args) -> int:
 
     store = _store(args)
     refresh_eval_liveness(store)
-    evals = store.list_evals(limit=args.limit)
+    evals = store.list_evals(limit=args.limit, in_run=None if args.in_run else False)
     if not evals:
-        print("no evaluations yet; run one with `rlwb eval smollm2-135m --mix NAME` (see `rlwb mix list`)")
+        in_run = store.list_evals(limit=1, in_run=True)
+        print("no evaluations yet; run one with `rlwb eval smollm2-135m --mix NAME` (see `rlwb mix list`)"
+              + ("; training runs' own held-out evaluations: `rlwb eval list --in-run`" if in_run else ""))
         return 0
     print(f"{'id':<23} {'status':<10} {'model':<34} {'tasks':>9} {'pass@1':>7} created")
     for ev in evals:
         overall = (ev["summary"] or {}).get("overall", {}).get("pass@1")
         suite = ev["suite"]
         size = f"{len(suite.get('domains', {}))}x{suite.get('tasks_per_domain')}"
-        model = ev["model"] if len(ev["model"]) <= 34 else "…" + ev["model"][-33:]
+        model = f"run {ev['run_id']} {ev['phase']} (in-run, greedy)" if ev.get("phase") else ev["model"]
+        model = model if len(model) <= 34 else "…" + model[-33:]
         print(f"{ev['id']:<23} {ev['status']:<10} {model:<34} {size:>9} "
               f"{_fmt(overall['value'] if overall else None):>7} {ev['created_at'][:19]}")
     return 0
@@ -191,6 +195,28 @@ def cmd_eval_report(args) -> int:
     return 0
 
 
+def cmd_eval_samples(args) -> int:
+    from backend.eval_report import side_label
+    from backend.heldout import filter_pairs, pairs_text, task_pairs
+
+    store = _store(args)
+    b = store.get_eval(args.eval_id)
+    a = store.get_eval(args.vs) if args.vs else None
+    pairs = filter_pairs(task_pairs(store, args.eval_id, args.domain, vs=args.vs, sample=args.sample), args.filter)
+    if args.limit:
+        pairs = pairs[: args.limit]
+    if args.json:
+        print(json.dumps({"domain": args.domain, "a": args.vs, "b": args.eval_id, "filter": args.filter,
+                          "tasks": pairs}, indent=2))
+        return 0
+    if a is not None:
+        print(f"A: {side_label(a)} (evaluation {a['id']})")
+    print(f"{'B' if a is not None else 'evaluation'}: {side_label(b)} (evaluation {b['id']})")
+    print(f"{args.domain}: {len(pairs)} tasks ({args.filter})\n")
+    print(pairs_text(pairs))
+    return 0
+
+
 def _k_list(text: str) -> list[int]:
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
@@ -216,7 +242,7 @@ def _temperature(text: str) -> float:
 
 
 def register(ev: argparse._SubParsersAction, positive) -> None:
-    """Add `run`, `list`, `show` and `report` to the `rlwb eval` sub-command parser `ev`."""
+    """Add `run`, `list`, `show`, `report` and `samples` to the `rlwb eval` sub-command parser `ev`."""
     r = ev.add_parser("run", help="evaluate a model or checkpoint on held-out tasks (also: `rlwb eval MODEL ...`)")
     r.add_argument("model", help="a fetched model (smollm2-135m), a checkpoint directory, RUN_ID (its newest "
                    "checkpoint) or RUN_ID:STEP")
@@ -237,6 +263,8 @@ def register(ev: argparse._SubParsersAction, positive) -> None:
     r.set_defaults(fn=cmd_eval_run)
     li = ev.add_parser("list", help="stored evaluations, newest first")
     li.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
+    li.add_argument("--in-run", action="store_true", help="also list training runs' own held-out evaluations "
+                    "(greedy, one completion per task)")
     li.set_defaults(fn=cmd_eval_list)
     sh = ev.add_parser("show", help="one evaluation's results")
     sh.add_argument("eval_id")
@@ -249,3 +277,17 @@ def register(ev: argparse._SubParsersAction, positive) -> None:
     rep.add_argument("--html", help="also write a self-contained HTML report to this (new) file")
     rep.add_argument("--force", action="store_true", help="let --html replace an existing file")
     rep.set_defaults(fn=cmd_eval_report)
+    from backend.heldout import FILTERS
+
+    sa = ev.add_parser("samples", help="the held-out answers of one domain: question, reference, completion, "
+                       "extracted answer, reward; beside another evaluation's (--vs) task by task")
+    sa.add_argument("eval_id", help="the evaluation shown (B: e.g. the checkpoint, a run's in-run 'after'; "
+                    "`rlwb eval list --in-run`, `rlwb runs show RUN_ID`)")
+    sa.add_argument("--domain", required=True, help="the domain whose tasks to show")
+    sa.add_argument("--vs", help="the evaluation to put beside it (A: e.g. the base model, the in-run 'before')")
+    sa.add_argument("--filter", choices=list(FILTERS), default="all",
+                    help="; ".join(f"{k}: {v}" for k, v in FILTERS.items()) + " (default all)")
+    sa.add_argument("--sample", type=int, default=0, help="which sample of each task to show (default 0)")
+    sa.add_argument("--limit", type=positive, default=None, help="at most this many tasks")
+    sa.add_argument("--json", action="store_true", help="print the tasks as JSON")
+    sa.set_defaults(fn=cmd_eval_samples)

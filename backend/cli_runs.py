@@ -131,14 +131,16 @@ def cmd_runs_show(args) -> int:
     from backend.audit_view import audit_lines, audit_run
 
     print("\n".join(audit_lines(audit_run(store, args.run_id))))
-    for ev in store.evaluations(args.run_id):
-        print(f"  eval {ev['phase']:<7} {ev['domain']:<18} acc={ev['accuracy']:.3f} reward={ev['mean_reward']:.3f} n={ev['n']}")
+    from backend.heldout import checkpoint_evals, heldout_lines, run_heldout
+
+    figures = run_heldout(store, args.run_id)
+    if figures is None:  # a run recorded before its held-out completions were stored: the aggregates
+        for ev in store.evaluations(args.run_id):
+            print(f"  eval {ev['phase']:<7} {ev['domain']:<18} acc={ev['accuracy']:.3f} "
+                  f"reward={ev['mean_reward']:.3f} n={ev['n']}")
     for ck in store.checkpoints(args.run_id):
         print(f"  checkpoint step {ck['step']}: {ck['path']}")
-    for ev in store.list_evals(run_id=args.run_id, limit=1000):
-        overall = (ev.get("summary") or {}).get("overall", {}).get("pass@1")
-        score = f", pass@1 {overall['value']:.3f}" if overall else ""
-        print(f"  capability eval {ev['id']} of step {ev['step']}: {ev['status']}{score} (`rlwb eval show {ev['id']}`)")
+    print("\n".join(heldout_lines(figures, checkpoint_evals(store, args.run_id), _rlwb(args))))
     return 0
 
 
