@@ -1,16 +1,18 @@
 """Evaluation page: the stored capability evaluations (`rlwb eval MODEL --mix NAME`); one
 evaluation's results, or a baseline A against a model B side by side with paired deltas,
 regressions highlighted, the baselines the verdicts are against (best constant answer,
-copying from the question, format-only reward), and the report as a self-contained HTML
-download.
+copying from the question, format-only reward), the held-out answers themselves (A beside
+B task by task, `app.answers`), and the report as a self-contained HTML download. Training
+runs' own held-out evaluations (in-run, greedy) are reported the same way when "Include
+in-run evaluations" is on; the Runs page links here with ``?a=ID&b=ID&domain=D``.
 
 UI only: the list comes from `Store.list_evals` (evaluations whose process is gone are
 marked failed first, `backend.evaluation.refresh_eval_liveness`), the report, tables,
 figures and HTML from `backend.eval_report`, all through cached loaders. Running and failed
 evaluations are listed but can't be reported.
 
-Not covered here: starting evaluations (the CLI does), in-training evaluations (the Runs
-page shows them), and comparing more than two evaluations.
+Not covered here: starting evaluations (the CLI does), the curves of in-run evaluations
+(the Runs page shows them), and comparing more than two evaluations.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from app import answers
 from app.common import db_path, get_store
 from backend import eval_report as er
 from backend.errors import WorkbenchError
@@ -98,6 +101,7 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
         else:
             with cols[i % 2]:
                 st.plotly_chart(fig, key=f"eval_fig_{i}")
+    answers.show(path, report)
     if compared:
         st.subheader("Changes, worst first")
         st.dataframe(styled(er.delta_rows(report)), hide_index=True, key="eval_deltas")
@@ -124,17 +128,46 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
                        key="eval_download", icon=":material/download:")
 
 
+def follow_link(evals: list[dict]) -> None:
+    """Take the evaluations and domain a link names (``?a=ID&b=ID&domain=D``; ``?b=ID``
+    alone puts that one in B) as the page's choices, turning on the in-run evaluations when
+    it names one; the parameters are then dropped so the user's next choices stand."""
+    wanted = {k: st.query_params.get(k) for k in ("a", "b", "domain")}
+    if not any(wanted.values()):
+        return
+    for k in wanted:
+        if k in st.query_params:
+            del st.query_params[k]
+    by_id = {e["id"]: e for e in evals if e["status"] == "completed"}
+    picked = {k: wanted[k] for k in ("a", "b") if wanted[k] in by_id}
+    if any(by_id[i].get("phase") for i in picked.values()):
+        st.session_state["eval_in_run"] = True
+    for k, eval_id in picked.items():
+        st.session_state[f"eval_{k}"] = eval_id
+    if wanted["domain"]:
+        st.session_state[answers.DOMAIN_KEY] = wanted["domain"]
+        st.session_state.pop(answers.TASK_KEY, None)
+
+
 def render() -> None:
     st.title("Evaluation")
     path = db_path()
-    evals = load_evals(path)
+    every = load_evals(path)
+    follow_link(every)
+    in_run = st.toggle("Include in-run evaluations", key="eval_in_run",
+                       help="Training runs' own held-out evaluations (greedy, one completion per task, recorded "
+                            "before, during and after training); `rlwb eval` samples several per task.")
+    evals = [e for e in every if in_run or not e.get("phase")]
     completed = [e for e in evals if e["status"] == "completed"]
     if evals:
         st.dataframe(er.evaluation_rows(evals), hide_index=True, key="eval_list")
     if not completed:
+        hidden = sum(bool(e.get("phase")) for e in every)
         st.info("No completed evaluations yet; evaluate a model on held-out tasks with "
                 "`rlwb eval smollm2-135m --mix NAME` (a training run's checkpoint: `rlwb eval RUN_ID`), "
-                "then compare the two here.")
+                "then compare the two here."
+                + (f" {hidden} in-run evaluations of training runs are hidden: turn on \"Include in-run "
+                   "evaluations\"." if hidden else ""))
         return
     ids = tuple(pick(completed))
     try:

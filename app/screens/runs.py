@@ -1,7 +1,10 @@
 """Runs page: the table of runs; for one run its status, progress and ETA, Stop / Resume /
 Clone and edit, curves (overall, per domain, time per phase), the reward audit (collapse and
-hacking flags with links to example trajectories), evaluation, checkpoints and
-its process log; and a comparison of several runs with overlaid curves.
+hacking flags with links to example trajectories), the held-out evaluation (accuracy with
+its 95% interval, format rate, best baseline and verdict per domain, links to the held-out
+answers and the full comparison on the Evaluation page, and the `rlwb eval` results of its
+checkpoints), checkpoints and its process log; and a comparison of several runs with
+overlaid curves.
 
 UI only: data comes from `backend.views` and `Store` verbs through cached loaders; stop and
 resume go through `backend.runs`. A live run's panel refreshes itself every few seconds.
@@ -15,7 +18,7 @@ import streamlit as st
 from app.charts import facet_chart, line_chart
 from app.common import (check_liveness, db_path, follow_table_selection, get_store, load_runs, run_picker,
                         runs_or_notice)
-from backend import audit_view, views
+from backend import audit_view, heldout, views
 from backend import runs as run_manager
 from backend.errors import WorkbenchError
 
@@ -40,6 +43,16 @@ def load_evaluations(path: str, run_id: str) -> pd.DataFrame:
 @st.cache_data(ttl=5, show_spinner=False)
 def load_evaluation_curves(path: str, run_id: str) -> pd.DataFrame:
     return views.evaluation_curves(get_store(path), run_id)
+
+
+@st.cache_data(ttl=30, show_spinner="Computing the held-out figures…")
+def load_heldout(path: str, run_id: str, _latest: str | None) -> dict | None:
+    return heldout.run_heldout(get_store(path), run_id)  # `_latest`: the newest evaluation's id, a new one recomputes
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def load_checkpoint_evals(path: str, run_id: str) -> list[dict]:
+    return heldout.checkpoint_evals(get_store(path), run_id)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -139,6 +152,57 @@ def show_audit(path: str, run_id: str) -> None:
                     st.plotly_chart(line_chart(data, title), key=f"runs_audit_chart_{i}")
 
 
+def _links(run_id: str, query: dict, domains: list[str]) -> None:
+    """Links to the Evaluation page: the full comparison, and each domain's held-out answers."""
+    st.page_link("screens/evaluation.py", label="Full comparison and held-out answers (Evaluation page)",
+                 icon=":material/compare:", query_params=query)
+    for col, d in zip(st.columns(max(len(domains), 1)), domains):
+        with col:
+            st.page_link("screens/evaluation.py", label=f"{d}: held-out answers", icon=":material/fact_check:",
+                         query_params={**query, "domain": d})
+
+
+def show_heldout(path: str, run_id: str) -> None:
+    """The held-out evaluation: curves of the in-run phases; the figures of "before" against
+    the latest phase (`backend.heldout.run_heldout`: the Evaluation page's report) with links
+    to the answers; the `rlwb eval` results of the run's checkpoints. A run recorded before
+    the completions were stored shows its aggregates only."""
+    evals = load_evaluations(path, run_id)
+    latest = get_store(path).in_run_evals(run_id)
+    figures = load_heldout(path, run_id, latest[-1]["id"] if latest else None)
+    checkpoints = load_checkpoint_evals(path, run_id)
+    if evals.empty and figures is None and not checkpoints:
+        return
+    st.subheader("Held-out evaluation")
+    curves = load_evaluation_curves(path, run_id)
+    if not curves.empty and curves["step"].nunique() > 1:
+        st.plotly_chart(line_chart(curves, "Held-out accuracy (greedy), mean and per domain"),
+                        key=f"eval_curves_{run_id}")
+    if figures is not None:
+        ids, phases = figures["ids"], figures["phases"]
+        st.caption(f"{' vs '.join(phases)}: accuracy (greedy pass@1) with its 95% bootstrap interval over tasks "
+                   f"(\"too few tasks\" under {heldout.MIN_TASKS_FOR_VERDICT}), the answer-format rate, the best "
+                   "baseline (a constant answer or a copy from the question, fitted on these tasks) and the verdict "
+                   "against it and the start. " + heldout.IN_RUN_NOTE)
+        st.dataframe(figures["rows"], hide_index=True, key=f"runs_heldout_{run_id}")
+        query = {"a": ids[0], "b": ids[-1]} if len(ids) == 2 else {"b": ids[0]}
+        _links(run_id, query, [r["domain"] for r in figures["rows"][:-1]])
+    elif not evals.empty:
+        st.caption("Accuracy per domain on held-out tasks, by phase. This run was recorded before its held-out "
+                   "completions were stored: no intervals, baselines or answers.")
+        percent = {c: st.column_config.NumberColumn(format="percent")
+                   for c in evals.columns if c not in ("domain", "n")}
+        st.dataframe(evals, hide_index=True, column_config=percent)
+    if checkpoints:
+        st.markdown("**`rlwb eval` of this run's checkpoints** — sampled pass@1 (several completions per task at "
+                    "a temperature), not the greedy in-run figure above")
+        st.dataframe(checkpoints, hide_index=True, key=f"runs_checkpoint_evals_{run_id}")
+        for col, row in zip(st.columns(min(len(checkpoints), 4)), checkpoints[:4]):
+            with col:
+                st.page_link("screens/evaluation.py", label=f"{row['evaluation']} (step {row['step']})",
+                             icon=":material/analytics:", query_params={"b": row["evaluation"]})
+
+
 def stop_run(path: str, run_id: str) -> None:
     try:
         how = run_manager.stop(get_store(path), run_id)
@@ -217,18 +281,7 @@ def show_run(path: str, run_id: str, shown: tuple[str, str] | None = None) -> No
     show_domains(path, run_id)
     show_audit(path, run_id)
 
-    evals = load_evaluations(path, run_id)
-    if not evals.empty:
-        st.subheader("Evaluation")
-        curves = load_evaluation_curves(path, run_id)
-        if curves["step"].nunique() > 1:
-            st.plotly_chart(line_chart(curves, "Held-out accuracy (greedy), mean and per domain"),
-                            key=f"eval_curves_{run_id}")
-        st.caption("Accuracy per domain on held-out tasks, by phase (`eval_every` adds a phase every N steps). "
-                   "Sampled pass@k with confidence intervals: `rlwb eval RUN_ID` and the Evaluation page.")
-        percent = {c: st.column_config.NumberColumn(format="percent")
-                   for c in evals.columns if c not in ("domain", "n")}
-        st.dataframe(evals, hide_index=True, column_config=percent)
+    show_heldout(path, run_id)
 
     st.subheader("Checkpoints")
     ckpts = load_checkpoints(path, run_id)

@@ -27,19 +27,31 @@ def after(task) -> str:
     return task.answer
 
 
-def scripted_samples(domains, n: int, reply, level: int = 1) -> list[Sample]:
-    """One scored greedy sample per held-out task (n per domain): the text
-    ``"Let me think.\\nAnswer: <reply(task)>"`` scored by the domain's verifier."""
+def scored(tasks, reply) -> list[Sample]:
+    """One scored greedy sample per task: the text ``"Let me think.\\nAnswer: <reply(task)>"``
+    scored by the task's domain's verifier."""
     out = []
-    for g, (d, seed) in enumerate((d, s) for d in domains for s in heldout_seeds(n)):
-        domain = get_domain(d)
-        task = domain.make_task(seed, level)
+    for g, task in enumerate(tasks):
+        domain = get_domain(task.domain)
         text = f"Let me think.\n{domain.wrap_answer(reply(task))}"
         reward, breakdown = domain.score(task, text)
-        out.append(Sample(domain=d, task_seed=seed, group=g, index=0, prompt=task.question, prompt_ids=[1] * 8,
-                          completion=Completion([2] * 6, [-0.5] * 6, text, "stop"), reward=reward,
-                          breakdown=breakdown, answer=task.answer, difficulty=level))
+        out.append(Sample(domain=task.domain, task_seed=task.seed, group=g, index=0, prompt=task.question,
+                          prompt_ids=[1] * 8, completion=Completion([2] * 6, [-0.5] * 6, text, "stop"), reward=reward,
+                          breakdown=breakdown, answer=task.answer, difficulty=task.difficulty))
     return out
+
+
+def scripted_samples(domains, n: int, reply, level: int = 1) -> list[Sample]:
+    """`scored` samples of the first `n` held-out tasks of each domain at `level`."""
+    return scored([get_domain(d).make_task(s, level) for d in domains for s in heldout_seeds(n)], reply)
+
+
+def scripted_rollout(reply):
+    """A stand-in for `trainer.loop.rollout` (same arguments) whose model replies `reply(task)`."""
+    def rollout(engine, tokenizer, tasks, group_size, *args, **kwargs):
+        assert group_size == 1
+        return scored(tasks, reply)
+    return rollout
 
 
 def run_config(tasks: int, steps: int = 4):
