@@ -249,8 +249,8 @@ def checkpoint_evals(store, run_id: str) -> list[dict]:
         suite, summary = e.get("suite") or {}, e.get("summary") or {}
         verdict = ((e.get("extras") or {}).get("baseline_verdicts") or {}).get("overall") or {}
         out.append({"evaluation": e["id"], "step": e.get("step"), "status": e["status"],
-                    "setting": f"{suite.get('tasks_per_domain')} tasks × {suite.get('samples')} samples, "
-                               f"T={suite.get('temperature')}",
+                    "setting": (f"{suite['tasks_per_domain']} tasks × {suite['samples']} samples, "
+                                f"T={suite.get('temperature')}" if suite.get("samples") else MISSING),
                     "pass@1 (sampled)": _est((summary.get("overall") or {}).get("pass@1")),
                     "verdict": verdict.get("verdict") or MISSING})
     return out

@@ -48,7 +48,7 @@ def test_runs_page_shows_selected_run(filled_db, monkeypatch):
     assert not at.exception
     text = _texts(at)
     assert "completed" in text and "3 / 3" in text
-    assert "Evaluation" in text and "Checkpoints" in text
+    assert "Held-out evaluation" in text and "Checkpoints" in text
     assert any(e.label.startswith("Other metrics (1)") for e in at.expander)  # loss (entropy has its panel)
     # overall: reward, kl, entropy, length, zero-variance, throughput + other; per domain: reward,
     # pass rate, length, zero-variance, curriculum level and pass rate; held-out accuracy (before, after)

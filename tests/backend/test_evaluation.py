@@ -182,8 +182,8 @@ def test_runs_show_lists_the_capability_evaluations_of_its_checkpoints(tmp_path,
     store.create_eval(other, "/ck2", {}, {}, run_id=other, step=1)
     assert main(["--db", str(db), "runs", "show", run_id]) == 0
     out = capsys.readouterr().out
-    assert f"capability eval {done} of step 4: completed, pass@1 0.250" in out
-    assert "/ck2" not in out and out.count("capability eval") == 1
+    assert f"rlwb eval {done} of step 4: completed, —, pass@1 (sampled) 25.0% [10.0, 40.0]" in out
+    assert "/ck2" not in out and out.count(" of step ") == 1
 
 
 def test_an_evaluation_whose_pid_was_reused_is_marked_failed(tmp_path):
