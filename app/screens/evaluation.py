@@ -31,10 +31,11 @@ ROW_COLORS = {"regression": "background-color: #f8d0d0", "improvement": "backgro
 
 
 @st.cache_data(ttl=5, show_spinner=False)
-def load_evals(path: str) -> list[dict]:
+def load_evals(path: str, in_run: bool) -> list[dict]:
+    """The newest evaluations: `rlwb eval`'s, and the training runs' own with `in_run`."""
     store = get_store(path)
     refresh_eval_liveness(store)
-    return store.list_evals()
+    return store.list_evals(in_run=None if in_run else False)
 
 
 @st.cache_data(ttl=300, show_spinner="Computing the report…")
@@ -101,7 +102,6 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
         else:
             with cols[i % 2]:
                 st.plotly_chart(fig, key=f"eval_fig_{i}")
-    answers.show(path, report)
     if compared:
         st.subheader("Changes, worst first")
         st.dataframe(styled(er.delta_rows(report)), hide_index=True, key="eval_deltas")
@@ -123,22 +123,29 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
     if capabilities:
         st.subheader("Tool use, multi-turn and context length")
         st.dataframe(capabilities, hide_index=True, key="eval_capabilities")
+    answers.show(path, report)
     st.download_button("Download the report (one HTML file)", data=load_html(path, ids),
                        file_name=f"eval-{'-vs-'.join(reversed(ids))}.html", mime="text/html",
                        key="eval_download", icon=":material/download:")
 
 
-def follow_link(evals: list[dict]) -> None:
+def follow_link(path: str) -> None:
     """Take the evaluations and domain a link names (``?a=ID&b=ID&domain=D``; ``?b=ID``
     alone puts that one in B) as the page's choices, turning on the in-run evaluations when
-    it names one; the parameters are then dropped so the user's next choices stand."""
+    it names one; the parameters are then dropped so the user's next choices stand. An
+    unknown id is ignored."""
     wanted = {k: st.query_params.get(k) for k in ("a", "b", "domain")}
     if not any(wanted.values()):
         return
     for k in wanted:
         if k in st.query_params:
             del st.query_params[k]
-    by_id = {e["id"]: e for e in evals if e["status"] == "completed"}
+    by_id = {}
+    for eval_id in {wanted["a"], wanted["b"]} - {None}:
+        try:
+            by_id[eval_id] = get_store(path).get_eval(eval_id)
+        except WorkbenchError:
+            continue
     picked = {k: wanted[k] for k in ("a", "b") if wanted[k] in by_id}
     if any(by_id[i].get("phase") for i in picked.values()):
         st.session_state["eval_in_run"] = True
@@ -152,17 +159,16 @@ def follow_link(evals: list[dict]) -> None:
 def render() -> None:
     st.title("Evaluation")
     path = db_path()
-    every = load_evals(path)
-    follow_link(every)
+    follow_link(path)
     in_run = st.toggle("Include in-run evaluations", key="eval_in_run",
                        help="Training runs' own held-out evaluations (greedy, one completion per task, recorded "
                             "before, during and after training); `rlwb eval` samples several per task.")
-    evals = [e for e in every if in_run or not e.get("phase")]
+    evals = load_evals(path, in_run)
     completed = [e for e in evals if e["status"] == "completed"]
     if evals:
         st.dataframe(er.evaluation_rows(evals), hide_index=True, key="eval_list")
     if not completed:
-        hidden = sum(bool(e.get("phase")) for e in every)
+        hidden = 0 if in_run else len(load_evals(path, True)) - len(evals)
         st.info("No completed evaluations yet; evaluate a model on held-out tasks with "
                 "`rlwb eval smollm2-135m --mix NAME` (a training run's checkpoint: `rlwb eval RUN_ID`), "
                 "then compare the two here."

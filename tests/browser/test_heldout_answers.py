@@ -36,8 +36,9 @@ def test_a_held_out_figure_opens_the_answers_before_and_after(page, browser_run)
     seed = want["before"]["task_seed"]
     assert want["after"]["task_seed"] == seed
     expect(page.get_by_text(re.compile(f"{DOMAIN}, level \\d+, seed {seed}")).first).to_be_visible()
-    expect(page.get_by_text(re.compile(rf"run {run_id} before .*in-run, greedy")).first).to_be_visible()
-    expect(page.get_by_text(re.compile(rf"run {run_id} after .*in-run, greedy")).first).to_be_visible()
+    sides = page.get_by_test_id("stMarkdownContainer")
+    expect(sides.filter(has_text=re.compile(rf"^A · run {run_id} before .*in-run, greedy"))).to_be_visible()
+    expect(sides.filter(has_text=re.compile(rf"^B · run {run_id} after .*in-run, greedy"))).to_be_visible()
     shown = code_texts(page)  # the question, then A's (before) and B's (after) completion of that task
     assert len(shown) == 3, shown
     assert shown[1:] == [squash(want[p]["completion"]) or "(empty completion)" for p in ("before", "after")], shown
