@@ -10,18 +10,22 @@ with ``zcat`` and ``jq``:
   "run_id": ..., "exported_at": ...}``;
 - one line per row: ``{"table": "trajectories", "row": {column: value, ...}}``, for the
   tables in `RUN_TABLES` (the run row with its resolved config, metrics, trajectories with
-  their turns and retrieval records, checkpoint records, evaluations, sandbox executions and
-  the sandbox pool state), each row exactly as stored (JSON columns stay JSON text);
+  their turns and retrieval records, checkpoint records, evaluations, sandbox executions,
+  the sandbox pool state, and the run's own held-out evaluations with every completion:
+  ``eval_runs`` rows with a ``phase`` and their ``eval_samples``), each row exactly as
+  stored (JSON columns stay JSON text);
 - the last line, the trailer: ``{"end": {"rows": {table: count, ...}}}``. A file cut short
   (a full disk, an interrupted copy) has no trailer or the wrong counts and is refused.
 
 Export reads every table in one read transaction (one consistent snapshot) and writes the
 file atomically (temporary sibling, fsync, rename). Import checks the whole file (header,
 known columns, plain values, counts) inside one write transaction: it either adds the whole
-run or nothing. Trajectory and sandbox-execution ids are renumbered by the importing store.
+run or nothing. Trajectory and sandbox-execution ids are renumbered by the importing store,
+held-out evaluations get fresh ids (their samples follow). A file from before schema
+version 11 has no held-out evaluation rows (its trailer lacks those tables: 0 rows).
 
 Not covered: checkpoint weights (the records keep their paths; copy the directories
-yourself), capability evaluations (`rlwb eval`), and runs that are still pending or running
+yourself), capability evaluations of its checkpoints (`rlwb eval`), and runs that are still pending or running
 (stop them or wait: a live run's rows would be a moving target).
 """
 
@@ -37,14 +41,20 @@ from pathlib import Path
 
 from backend.errors import ConfigError, WorkbenchError
 from backend.store import FINISHED_STATUSES, Store, _new_run_id
-from backend.store_common import evaluation_step, now, prompt_search_text, turns_search_text
+from backend.store_common import evaluation_step, new_id, now, prompt_search_text, turns_search_text
 
 EXPORT_FORMAT = "rlwb-run"
 EXPORT_VERSION = 1
 SUFFIX = ".rlwb.jsonl.gz"
 #: The tables a run's rows live in, in insertion order (the run row first: foreign keys).
 RUN_TABLES = ("runs", "metrics", "trajectories", "checkpoints", "evaluations", "sandbox_executions",
-              "sandbox_pools")
+              "sandbox_pools", "eval_runs", "eval_samples")
+#: Tables read by their own query (the run's id as its one argument): only the run's own
+#: held-out evaluations (`trainer.evaluate`), not `rlwb eval`'s of its checkpoints.
+_QUERIES = {
+    "eval_runs": "SELECT * FROM eval_runs WHERE run_id = ? AND phase IS NOT NULL ORDER BY rowid",
+    "eval_samples": "SELECT s.* FROM eval_samples s JOIN eval_runs e ON e.id = s.eval_id "
+                    "WHERE e.run_id = ? AND e.phase IS NOT NULL ORDER BY s.rowid"}
 _RENUMBERED = {"trajectories": "id", "sandbox_executions": "id"}  # autoincrement ids, reassigned on import
 #: Columns computed from a row's other columns: left out of the export, recomputed on import
 #: (a file can't set what the search index holds).
@@ -68,8 +78,8 @@ _BATCH = 200  # rows per INSERT on import
 
 def _rows(store: Store, table: str, run_id: str) -> Iterator[dict]:
     key = "id" if table == "runs" else "run_id"
-    order = "rowid"
-    cur = store.db.conn.execute(f"SELECT * FROM [{table}] WHERE [{key}] = ? ORDER BY {order}", [run_id])
+    query = _QUERIES.get(table) or f"SELECT * FROM [{table}] WHERE [{key}] = ? ORDER BY rowid"
+    cur = store.db.conn.execute(query, [run_id])
     names = [d[0] for d in cur.description]
     derived = _DERIVED.get(table, ())
     for values in cur:
@@ -185,6 +195,7 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
     run: dict = {}
     derivers = _derivers(run)
     pending_table = None
+    eval_ids: dict[str, str] = {}  # an exported evaluation's id -> its id in this store
 
     def flush() -> None:  # multi-row INSERTs: the search index writes one segment per statement
         if pending:
@@ -224,10 +235,11 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
                                                 f"{FINISHED_STATUSES}")
                         row.update(id=target, pid=None)
                         run.update(row)
-                    elif row.get("run_id") != run_id:
+                    elif table != "eval_samples" and row.get("run_id") != run_id:
                         raise _bad(path, n, f"a {table} row of another run")
-                    else:
+                    elif table != "eval_samples":  # a sample row names its evaluation: `_rekey_eval`
                         row["run_id"] = target
+                    _rekey_eval(store, path, n, table, row, eval_ids)
                     row.pop(_RENUMBERED.get(table, ""), None)
                     for column, compute in derivers.get(table, {}).items():
                         row[column] = compute(row)
@@ -239,13 +251,46 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
                 flush()
                 if run_id is None:
                     raise _bad(path, 1, "empty file")
-                if ended is None or not isinstance(ended, dict) or ended.get("rows") != counts:
+                if not _counts_match(ended, counts):
                     raise _bad(path, n, f"the trailer's row counts {ended and ended.get('rows')} don't match the "
                                         f"rows read {counts} (the file was cut short or edited)")
         except (sqlite3.IntegrityError, UnicodeEncodeError, OverflowError) as e:
             raise ConfigError(f"{path}: a row can't be stored ({type(e).__name__}: {str(e)[:120]}); nothing was "
                               "imported") from None
     return target, counts
+
+
+def _counts_match(ended, counts: dict[str, int]) -> bool:
+    """Whether the trailer's row counts are those read; a table it lacks (a file exported
+    before that table was) counts 0."""
+    rows = ended.get("rows") if isinstance(ended, dict) else None
+    return isinstance(rows, dict) and set(rows) <= set(counts) and all(rows.get(t, 0) == c for t, c in counts.items())
+
+
+def _rekey_eval(store: Store, path: Path, n: int, table: str, row: dict, eval_ids: dict[str, str]) -> None:
+    """Give an imported held-out evaluation (an ``eval_runs`` row) a fresh id, recorded in
+    `eval_ids` (exported id -> new id), and point its ``eval_samples`` rows at it; other
+    tables' rows pass. Raises ConfigError (`_bad`) for an evaluation twice or a sample row
+    whose evaluation came before it in no row of the file."""
+    if table == "eval_runs":
+        if row.get("id") in eval_ids:
+            raise _bad(path, n, f"evaluation {str(row.get('id'))[:30]!r} twice")
+        eval_ids[row.get("id")] = row["id"] = _fresh_eval_id(store, set(eval_ids.values()))
+        row["pid"] = None
+    elif table == "eval_samples":
+        if row.get("eval_id") not in eval_ids:
+            raise _bad(path, n, "an eval_samples row before its evaluation, or of another run")
+        row["eval_id"] = eval_ids[row["eval_id"]]
+
+
+def _fresh_eval_id(store: Store, taken: set[str]) -> str:
+    """An evaluation id neither in this store nor in `taken` (`backend.store_common.new_id`:
+    4 random hex digits per second can collide within one import)."""
+    while True:
+        eval_id = new_id("e")
+        if eval_id not in taken and not store.db.execute("SELECT 1 FROM eval_runs WHERE id = ?",
+                                                         [eval_id]).fetchone():
+            return eval_id
 
 
 def _check_header(path: Path, obj: dict, store: Store) -> str:
