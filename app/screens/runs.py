@@ -45,9 +45,12 @@ def load_evaluation_curves(path: str, run_id: str) -> pd.DataFrame:
     return views.evaluation_curves(get_store(path), run_id)
 
 
-@st.cache_data(ttl=30, show_spinner="Computing the held-out figures…")
-def load_heldout(path: str, run_id: str, _latest: str | None) -> dict | None:
-    return heldout.run_heldout(get_store(path), run_id)  # `_latest`: the newest evaluation's id, a new one recomputes
+@st.cache_data(ttl=600, show_spinner="Computing the held-out figures…")
+def load_heldout(path: str, run_id: str, eval_ids: tuple[str, ...]) -> dict | None:
+    """`heldout.run_heldout`, cached per run and its in-run evaluations' ids (`eval_ids`, part
+    of the key: a new or replaced evaluation recomputes; completed ones never change). The
+    baselines cost verifier calls over every stored completion, so not once per refresh."""
+    return heldout.run_heldout(get_store(path), run_id)
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -168,8 +171,7 @@ def show_heldout(path: str, run_id: str) -> None:
     to the answers; the `rlwb eval` results of the run's checkpoints. A run recorded before
     the completions were stored shows its aggregates only."""
     evals = load_evaluations(path, run_id)
-    latest = get_store(path).in_run_evals(run_id)
-    figures = load_heldout(path, run_id, latest[-1]["id"] if latest else None)
+    figures = load_heldout(path, run_id, tuple(e["id"] for e in get_store(path).in_run_evals(run_id)))
     checkpoints = load_checkpoint_evals(path, run_id)
     if evals.empty and figures is None and not checkpoints:
         return
