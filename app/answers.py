@@ -17,6 +17,7 @@ from backend import heldout
 
 DOMAIN_KEY, FILTER_KEY, SAMPLE_KEY, TASK_KEY = ("eval_answers_domain", "eval_answers_filter", "eval_answers_sample",
                                                 "eval_answers_task")
+LINK_DOMAIN_KEY = "eval_answers_link_domain"  # the domain a link asked for, checked once
 
 
 @st.cache_data(ttl=300, show_spinner=False)
@@ -50,6 +51,10 @@ def show(path: str, report: dict) -> None:
     st.caption("What the model answered on each held-out task: the extracted answer (the verifier's own rule) "
                "against the reference" + (", A beside B for the same task (same domain, level and seed)" if two
                                           else "") + ". Pick a row or a task to read its completions.")
+    asked = st.session_state.pop(LINK_DOMAIN_KEY, None)
+    if asked is not None and asked not in domains:
+        st.warning(f"The link's domain '{asked}' is not one of these evaluations' domains "
+                   f"({', '.join(domains)}); showing {domains[0]}.")
     if st.session_state.get(DOMAIN_KEY) not in domains:
         st.session_state[DOMAIN_KEY] = domains[0]
     filters = list(heldout.FILTERS) if two else ["all", "wrong after"]

@@ -129,31 +129,53 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
                        key="eval_download", icon=":material/download:")
 
 
+LINKED_KEY = "eval_linked"  # the completed evaluations a link named: offered even past the list's limit
+
+
 def follow_link(path: str) -> None:
     """Take the evaluations and domain a link names (``?a=ID&b=ID&domain=D``; ``?b=ID``
     alone puts that one in B) as the page's choices, turning on the in-run evaluations when
-    it names one; the parameters are then dropped so the user's next choices stand. An
-    unknown id is ignored."""
+    it names one; the parameters are then dropped so the user's next choices stand. An id
+    that is unknown or names an evaluation not completed gets a warning and is ignored."""
     wanted = {k: st.query_params.get(k) for k in ("a", "b", "domain")}
     if not any(wanted.values()):
         return
     for k in wanted:
         if k in st.query_params:
             del st.query_params[k]
-    by_id = {}
-    for eval_id in {wanted["a"], wanted["b"]} - {None}:
-        try:
-            by_id[eval_id] = get_store(path).get_eval(eval_id)
-        except WorkbenchError:
+    picked = {}
+    for k in ("a", "b"):
+        if not wanted[k]:
             continue
-    picked = {k: wanted[k] for k in ("a", "b") if wanted[k] in by_id}
-    if any(by_id[i].get("phase") for i in picked.values()):
+        try:
+            ev = get_store(path).get_eval(wanted[k])
+        except WorkbenchError:
+            st.warning(f"The link's evaluation {k.upper()} '{wanted[k]}' is not in this store; pick one below "
+                       "(`rlwb eval list --in-run` lists them).")
+            continue
+        if ev["status"] != "completed":
+            st.warning(f"The link's evaluation {k.upper()} '{wanted[k]}' is {ev['status']}, not completed; only "
+                       "completed evaluations can be reported.")
+            continue
+        picked[k] = ev
+    if any(ev.get("phase") for ev in picked.values()):
         st.session_state["eval_in_run"] = True
-    for k, eval_id in picked.items():
-        st.session_state[f"eval_{k}"] = eval_id
+    st.session_state[LINKED_KEY] = list(picked.values())
+    for k, ev in picked.items():
+        st.session_state[f"eval_{k}"] = ev["id"]
     if wanted["domain"]:
         st.session_state[answers.DOMAIN_KEY] = wanted["domain"]
+        st.session_state[answers.LINK_DOMAIN_KEY] = wanted["domain"]
         st.session_state.pop(answers.TASK_KEY, None)
+
+
+def with_linked(completed: list[dict], in_run: bool) -> list[dict]:
+    """`completed` and, after them, the linked evaluations it lacks (older than the list's
+    newest `Store.list_evals` rows; in-run ones only while they are shown)."""
+    have = {e["id"] for e in completed}
+    extra = [e for e in st.session_state.get(LINKED_KEY) or []
+             if e["id"] not in have and (in_run or not e.get("phase"))]
+    return completed + extra
 
 
 def render() -> None:
@@ -164,7 +186,7 @@ def render() -> None:
                        help="Training runs' own held-out evaluations (greedy, one completion per task, recorded "
                             "before, during and after training); `rlwb eval` samples several per task.")
     evals = load_evals(path, in_run)
-    completed = [e for e in evals if e["status"] == "completed"]
+    completed = with_linked([e for e in evals if e["status"] == "completed"], in_run)
     if evals:
         st.dataframe(er.evaluation_rows(evals), hide_index=True, key="eval_list")
     if not completed:
