@@ -196,13 +196,19 @@ def cmd_eval_report(args) -> int:
 
 
 def cmd_eval_samples(args) -> int:
+    from backend.errors import ConfigError
     from backend.eval_report import side_label
     from backend.heldout import filter_pairs, pairs_text, task_pairs
 
     store = _store(args)
     b = store.get_eval(args.eval_id)
     a = store.get_eval(args.vs) if args.vs else None
-    pairs = filter_pairs(task_pairs(store, args.eval_id, args.domain, vs=args.vs, sample=args.sample), args.filter)
+    pairs = task_pairs(store, args.eval_id, args.domain, vs=args.vs, sample=args.sample)
+    if a is not None and not any(p["a"] and p["b"] for p in pairs):
+        raise ConfigError(f"evaluations {args.vs} (--vs) and {args.eval_id} share no {args.domain} task (same level "
+                          "and seed), so there is nothing to put side by side; compare evaluations of the same "
+                          "suite (`rlwb eval show ID` lists its domains and seeds), or drop --vs")
+    pairs = filter_pairs(pairs, args.filter)
     if args.limit:
         pairs = pairs[: args.limit]
     if args.json:
