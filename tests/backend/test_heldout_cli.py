@@ -1,0 +1,19 @@
+"""`rlwb eval samples --vs` refuses two evaluations with no task in common (a clear error,
+exit 2), instead of a table with one side missing on every row."""
+
+from backend.cli import main
+from backend.store import Store
+from tests.backend.heldout_runs import heldout_store
+from tests.backend.test_eval_report import add_eval, eval_rows
+
+
+def test_cli_eval_samples_vs_an_evaluation_of_other_tasks_is_refused(tmp_path, capsys):
+    path = tmp_path / "held.db"
+    _, ids = heldout_store(path, tasks=4)
+    with Store(path) as store:
+        other = add_eval(store, "base", eval_rows({"chain_sum": 1}))  # seeds 0.., not the held-out range
+    assert main(["--db", str(path), "eval", "samples", ids["after"], "--domain", "chain_sum", "--vs", other]) == 2
+    err = capsys.readouterr().err
+    assert f"{other} (--vs) and {ids['after']} share no chain_sum task" in err and "Traceback" not in err
+    assert main(["--db", str(path), "eval", "samples", ids["after"], "--domain", "chain_sum", "--vs", "e-nope"]) == 2
+    assert "'e-nope' not found" in capsys.readouterr().err
