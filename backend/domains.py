@@ -446,8 +446,8 @@ def _gsm_symbolic_item(ds: Any, seed: int, level: int) -> dict:
 
 
 def _hand_made() -> dict[str, Domain]:
-    """The five domains of the quickstart, with levels picked by hand (kept stable so
-    the quickstart's measured results stay comparable)."""
+    """The five hand-made domains (the first quickstart's; today's uses basic_arithmetic and
+    chain_sum), with levels picked by hand and kept stable so measured results stay comparable."""
     return {d.name: d for d in [
         Domain(
             name="basic_arithmetic",

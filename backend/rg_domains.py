@@ -18,7 +18,7 @@ difficulty knobs as attributes with ordered levels (for `basic_arithmetic`: `num
   evenly spaced from the easiest to the hardest, numbered 1..n.
 - **answer format**: `<answer>...</answer>` tags (reasoning-gym's own convention; answers
   may span lines: grids, boards, move lists). The five hand-made domains of
-  `backend.domains` keep the one-line `Answer: ...` format of the quickstart.
+  `backend.domains` keep their one-line `Answer: ...` format.
 
 `composite` is not registered: it combines other generators by weight, which is what a
 workbench mix does (`backend.mixes`). Generators without a curriculum (acre,
