@@ -19,6 +19,10 @@ last half of steps, for the trends):
   (letter_counting's "1") does not fire it by answering correctly.
 * ``copied_from_prompt``: >= `COPY_RATE_HIGH` of the answers are wrong and occur in their
   prompt as a whole token (a number of the question, an example word, "<answer>").
+* ``format_only``: the domain earns reward (>= `FORMAT_ONLY_MIN_REWARD`) but at most
+  `FORMAT_ONLY_CORRECT_SHARE` of it from correct answers: the policy is paid for the answer
+  format alone (the quickstart's aiw replies "Answer: <answer> + </answer>"). Every run
+  shows it in its first steps, before anything is solved; it should clear as it learns.
 * ``modal_rising``: reward rose by >= `REWARD_RISE` from the earlier to the later half
   while the modal share's excess over the reference modal share rose by >= `MODAL_RISE`.
 * ``diversity_falling``: reward rose by >= `REWARD_RISE` while diversity across tasks
@@ -54,6 +58,8 @@ MODAL_EXCESS = 0.2  # above the reference modal share: letter_counting's "1" is 
 MIN_REFERENCES = 3  # "several" distinct references: with one or two, one answer may be right for all
 COPY_RATE_HIGH = 0.25  # a quarter of the answers wrong and copied: spell_backward's "nus" was 23%
 REWARD_RISE = 0.05  # reward gain, later half minus earlier half, that counts as "rising"
+FORMAT_ONLY_MIN_REWARD = 0.1  # mean reward over the window: below it there is little to be paid for
+FORMAT_ONLY_CORRECT_SHARE = 0.1  # of the reward from correct answers: below it, reward is format alone
 MODAL_RISE = 0.2  # rise of the modal share's excess over the reference modal share
 DIVERSITY_DROP = 0.3  # fall of diversity across tasks (1 = as diverse as the references)
 LENGTH_COLLAPSE = 0.5  # later-half mean length at most this share of the earlier half's
@@ -68,8 +74,8 @@ class AuditFlag:
 
     Attributes:
         domain: the domain.
-        signal: "constant_answer", "copied_from_prompt", "modal_rising", "diversity_falling"
-            or "length_collapse" (see the module docstring).
+        signal: "constant_answer", "copied_from_prompt", "format_only", "modal_rising",
+            "diversity_falling" or "length_collapse" (see the module docstring).
         detail: one line with the figures behind it.
         examples: ids of up to `EXAMPLES` trajectories that show it, latest step first.
     """
@@ -107,10 +113,15 @@ def _examples(rows: list[AnswerRow], keep) -> tuple[int, ...]:
 
 
 def _level_flags(domain: str, rows: list[AnswerRow], sig: AnswerSignals) -> list[AuditFlag]:
-    """``constant_answer`` and ``copied_from_prompt`` on the pooled window."""
+    """``constant_answer``, ``copied_from_prompt`` and ``format_only`` on the pooled window."""
     if sig.answered < MIN_ANSWERS:
         return []
     out = []
+    if sig.reward >= FORMAT_ONLY_MIN_REWARD and sig.correct_reward <= FORMAT_ONLY_CORRECT_SHARE * sig.reward:
+        out.append(AuditFlag(domain, "format_only",
+                             f"{sig.correct_reward / sig.reward:.0%} of the mean reward {sig.reward:.2f} comes from "
+                             f"correct answers, the rest from the answer format",
+                             _examples(rows, lambda r: r.reward > 0 and r.correct < PASS)))
     if (sig.modal_share >= MODAL_SHARE_HIGH and sig.modal_share - sig.reference_modal_share >= MODAL_EXCESS
             and sig.distinct_references >= MIN_REFERENCES):
         out.append(AuditFlag(domain, "constant_answer",

@@ -23,7 +23,8 @@ def test_a_run_that_collapses_to_one_answer_is_flagged_with_its_trajectories(run
         assert report.steps == (1, 10)
         signals = {f.signal for f in report.flags}
         assert {"constant_answer", "modal_rising", "diversity_falling"} <= signals
-        assert signals <= {"constant_answer", "modal_rising", "diversity_falling"}  # no copies, no length change
+        # its "1"s are wrong (no reference is "1"): paid for the format alone; no copies, no length change
+        assert signals <= {"constant_answer", "modal_rising", "diversity_falling", "format_only"}
         flag = next(f for f in report.flags if f.signal == "constant_answer")
         assert flag.domain == DOMAIN and flag.detail.startswith("'1' is 90% of 248 answers")  # 7 steps of 32 + 3 of 2 x 4
         assert len(flag.examples) == 5
@@ -46,7 +47,7 @@ def test_rlwb_runs_show_prints_the_audit(runs, capsys):
     db, ids = runs
     assert main(["--db", str(db), "runs", "show", ids["collapsing"]]) == 0
     out = capsys.readouterr().out
-    assert "reward audit (steps 1-10): 3 flag(s)" in out
+    assert "reward audit (steps 1-10): 4 flag(s)" in out  # constant, modal rising, diversity, format only
     line = next(ln for ln in out.splitlines() if "FLAG chain_sum constant_answer" in ln)
     with Store(db) as store:
         example = store.trajectories(ids["collapsing"], step_min=10)[-1]["id"]
@@ -107,3 +108,17 @@ def test_reward_rising_while_length_collapses_is_flagged():
     _, flags = audit_domain(DOMAIN, by_step)
     assert [f.signal for f in flags] == ["length_collapse"]
     assert "60 -> 6 tokens" in flags[0].detail and len(flags[0].examples) == 5
+
+
+def test_reward_from_the_format_alone_is_flagged_and_correct_answers_clear_it():
+    # the quickstart's aiw: every reply in the format, its answers wrong and all different
+    refs = ["3", "4", "5", "2"]
+    questions = [f"Alice has {int(r) - 1} sisters. How many sisters does her brother have?" for r in refs]
+    wrong = _rows([[f"x{g}{i}" for i in range(8)] for g in range(4)], refs, questions)
+    _, flags = audit_domain("aiw", {1: wrong})
+    flag = next(f for f in flags if f.signal == "format_only")
+    assert flag.detail.startswith("0% of the mean reward 0.20 comes from correct answers")
+    assert len(flag.examples) == 5 and all(wrong[i].correct == 0 for i in flag.examples)
+    # two correct answers in each group of eight: 0.2 of the mean reward 0.4 is correctness, no flag
+    learning = _rows([[refs[g]] * 2 + [f"x{g}{i}" for i in range(6)] for g in range(4)], refs, questions)
+    assert "format_only" not in {f.signal for f in audit_domain("aiw", {1: learning})[1]}
