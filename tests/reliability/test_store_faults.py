@@ -178,14 +178,16 @@ def _fill_run(store: Store) -> str:
 
 
 def _table_rows(store: Store, run_id: str) -> dict[str, list]:
-    from backend.store_export import RUN_TABLES
+    from backend.store_export import _QUERIES, RUN_TABLES
 
     out = {}
     for table in RUN_TABLES:
         key = "id" if table == "runs" else "run_id"
-        rows = [dict(r) for r in store.db.query(f"SELECT * FROM [{table}] WHERE [{key}] = ? ORDER BY rowid", [run_id])]
-        for r in rows:
-            r.pop("id" if table in ("trajectories", "sandbox_executions", "runs") else "", None)
+        sql = _QUERIES.get(table, f"SELECT * FROM [{table}] WHERE [{key}] = ? ORDER BY rowid")
+        rows = [dict(r) for r in store.db.query(sql, [run_id])]
+        for r in rows:  # ids an import assigns afresh
+            r.pop("id" if table in ("trajectories", "sandbox_executions", "runs", "eval_runs") else "", None)
+            r.pop("eval_id", None)
             r.pop("run_id", None)
             r.pop("pid", None)
         out[table] = rows
