@@ -192,20 +192,22 @@ def pairs_text(pairs: list[dict], tags: tuple[str, str] = ("A", "B"), width: int
 # ---------------------------------------------------------------- a training run's figures
 
 def _est(e: dict | None) -> str:
-    """An accuracy with its 95% interval, or "(too few tasks)" under MIN_TASKS_FOR_VERDICT."""
-    if not e:
-        return MISSING
-    if e["n"] < MIN_TASKS_FOR_VERDICT:
-        return f"{100 * e['value']:.1f}% (too few tasks: {e['n']})"
-    return f"{100 * e['value']:.1f}% [{100 * e['low']:.1f}, {100 * e['high']:.1f}]"
+    """An accuracy with its 95% interval (`eval_report._pct`), or "(too few tasks)" under
+    MIN_TASKS_FOR_VERDICT."""
+    from backend.eval_report import _pct
+
+    if e and e["n"] < MIN_TASKS_FOR_VERDICT:
+        return f"{_pct(e, ci=False)} (too few tasks: {e['n']})"
+    return _pct(e)
 
 
 def _delta(d: dict | None) -> str:
-    if not d:
-        return MISSING
-    if d["n"] < MIN_TASKS_FOR_VERDICT:
+    """A change in percentage points with its interval (`eval_report._pp`), or "(too few tasks)"."""
+    from backend.eval_report import _pp
+
+    if d and d["n"] < MIN_TASKS_FOR_VERDICT:
         return f"{100 * d['delta']:+.1f} pp (too few tasks: {d['n']})"
-    return f"{100 * d['delta']:+.1f} pp [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
+    return _pp(d)
 
 
 def _rate(e: dict | None) -> str:
