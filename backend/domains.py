@@ -1,8 +1,8 @@
 """The domain registry: every reasoning-gym generator, code and terminal domains.
 
 A *domain* is a family of tasks with one automatic verifier. This module registers all of
-reasoning-gym's procedural generators (five of them -- `basic_arithmetic`, `chain_sum`,
-`gsm_symbolic`, `letter_counting`, `spell_backward` -- with hand-picked levels, the rest
+reasoning-gym's procedural generators (six of them -- `basic_arithmetic`, `chain_sum`,
+`products`, `gsm_symbolic`, `letter_counting`, `spell_backward` -- with hand-picked levels, the rest
 with levels from their curricula, see `backend.rg_domains`), turns a
 `(domain, seed, difficulty)` triple into a deterministic `Task`, renders it as chat
 messages that ask for a final `Answer: <answer>` line (or `<answer>...</answer>` tags for
@@ -445,9 +445,22 @@ def _gsm_symbolic_item(ds: Any, seed: int, level: int) -> dict:
     return item
 
 
+def _products_item(ds: Any, seed: int, level: int) -> dict:
+    """The products item of `seed` on its side of the question split (`draw_on_side`, one
+    question in 2 held out): level 1 has only 100 distinct questions (0-9 times 0-9), so
+    without the split most held-out questions would also be training questions, and with
+    the usual one in 5 only about 20 would be held out. Attempt 0 is `ds[seed]`, attempt
+    a > 0 `ds[seed * MAX_SIDE_DRAWS + a]`."""
+    item = draw_on_side(seed, lambda a: ds[seed * MAX_SIDE_DRAWS + a if a else seed], lambda it: it["question"],
+                        every=2)
+    item["metadata"]["source_index"] = seed
+    return item
+
+
 def _hand_made() -> dict[str, Domain]:
-    """The five hand-made domains (the first quickstart's; today's uses basic_arithmetic and
-    chain_sum), with levels picked by hand and kept stable so measured results stay comparable."""
+    """The six hand-made domains (the first quickstart used five; today's uses basic_arithmetic,
+    chain_sum and products), with levels picked by hand and kept stable so measured results
+    stay comparable. They ask for a one-line `Answer: ...`."""
     return {d.name: d for d in [
         Domain(
             name="basic_arithmetic",
@@ -470,6 +483,23 @@ def _hand_made() -> dict[str, Domain]:
                 3: dict(min_terms=4, max_terms=6, min_digits=2, max_digits=3),
             },
             level_notes={1: "2-3 terms, 1 digit", 2: "3-4 terms, 1-2 digits", 3: "4-6 terms, 2-3 digits"},
+        ),
+        Domain(
+            name="products",
+            family="arithmetic",
+            description="Multiply integers (the times table at level 1).",
+            # level 1 is one-digit times one-digit (0-9, so the answer is 0 in 19% of tasks);
+            # levels 3-5 are reasoning-gym's curriculum levels 0, 2 and 4
+            levels={
+                1: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1),
+                2: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2),
+                3: dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2),
+                4: dict(min_terms=4, max_terms=5, min_digits=3, max_digits=4),
+                5: dict(min_terms=6, max_terms=7, min_digits=5, max_digits=6),
+            },
+            level_notes={1: "2 terms, 1 digit", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
+                         4: "4-5 terms, 3-4 digits", 5: "6-7 terms, 5-6 digits"},
+            generate=_products_item,
         ),
         Domain(
             name="gsm_symbolic",
@@ -509,7 +539,7 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def registry() -> dict[str, Domain]:
-    """All registered domains by name, built on first call: the hand-made five, every
+    """All registered domains by name, built on first call: the hand-made six, every
     other reasoning-gym generator (`backend.rg_domains`), `humaneval` and the
     `terminal_*` family (sandbox-verified), the long-document domains
     (`backend.long_docs`: needle_haystack, financial_report) and the tool-use domains
@@ -588,6 +618,36 @@ def heldout_seeds(n: int, offset: int = 0) -> list[int]:
     return list(range(low + offset, low + offset + n))
 
 
+DISTINCT_SCAN = 4  # `heldout_tasks` tries at most this many held-out seeds per task wanted
+
+
+def heldout_tasks(domain: str, levels: Sequence[int], n: int, offset: int = 0) -> list[Task]:
+    """Up to `n` held-out tasks of `domain` with distinct questions, the same every time.
+
+    The held-out seeds from `offset` are taken in order, the i-th at level
+    `levels[i % len(levels)]`; a task whose (level, question) repeats an earlier kept one is
+    passed over, so a small domain (products level 1 has 49 held-out questions, a pooled
+    one its held-out side) is not counted several times over, which would narrow its
+    intervals for nothing. At most `DISTINCT_SCAN * n` seeds are tried: a domain with fewer
+    distinct held-out questions gives fewer tasks.
+
+    Raises:
+        ConfigError: an unknown level, or the seeds would leave the held-out range.
+        DomainNotFound: no such domain.
+    """
+    span = HELDOUT_SEED_RANGE[1] - HELDOUT_SEED_RANGE[0]
+    seeds = heldout_seeds(max(n, min(DISTINCT_SCAN * n, span - offset)), offset)  # raises past the range
+    d, seen, out = get_domain(domain), set(), []
+    for i, seed in enumerate(seeds if levels else []):
+        task = d.make_task(seed, levels[i % len(levels)])
+        if (task.difficulty, task.question) not in seen:
+            seen.add((task.difficulty, task.question))
+            out.append(task)
+            if len(out) == n:
+                break
+    return out
+
+
 def is_heldout(seed: int) -> bool:
     """True if the seed is in `HELDOUT_SEED_RANGE`."""
     return HELDOUT_SEED_RANGE[0] <= seed < HELDOUT_SEED_RANGE[1]
@@ -603,15 +663,15 @@ MAX_SIDE_DRAWS = 200  # `draw_on_side` gives up after this many draws (a held-ou
 _T = TypeVar("_T")
 
 
-def heldout_item(question: str) -> bool:
+def heldout_item(question: str, every: int = POOL_HELDOUT_EVERY) -> bool:
     """True if the item whose question (prompt text) is `question` is held out.
 
     The side is a property of the text itself: the first 8 bytes of its SHA-256, as a
-    big-endian int, divisible by `POOL_HELDOUT_EVERY`. Equal questions are always on the
-    same side, whatever pool, process or seed they come from.
+    big-endian int, divisible by `every` (one item in `every` is held out). Equal questions
+    are always on the same side, whatever pool, process or seed they come from.
     """
     digest = hashlib.sha256(question.encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big") % POOL_HELDOUT_EVERY == 0
+    return int.from_bytes(digest[:8], "big") % every == 0
 
 
 def split_pool(questions: Sequence[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -635,7 +695,8 @@ def split_pool(questions: Sequence[str]) -> tuple[tuple[int, ...], tuple[int, ..
     return train, held
 
 
-def draw_on_side(seed: int, draw: Callable[[int], _T], question: Callable[[_T], str]) -> _T:
+def draw_on_side(seed: int, draw: Callable[[int], _T], question: Callable[[_T], str],
+                 every: int = POOL_HELDOUT_EVERY) -> _T:
     """The first of `draw(0)`, `draw(1)`, ... that is on `seed`'s side of the item split.
 
     For generators over a small space of items (the CAD domains' parameter grids), where
@@ -648,6 +709,7 @@ def draw_on_side(seed: int, draw: Callable[[int], _T], question: Callable[[_T], 
         seed: The task seed (`is_heldout` picks the side).
         draw: attempt number -> item, deterministic in (seed, attempt).
         question: item -> the question text the split is computed on.
+        every: one item in `every` is held out (`heldout_item`).
 
     Raises:
         ConfigError: no item of the seed's side within MAX_SIDE_DRAWS draws.
@@ -655,6 +717,6 @@ def draw_on_side(seed: int, draw: Callable[[int], _T], question: Callable[[_T], 
     want = is_heldout(seed)
     for attempt in range(MAX_SIDE_DRAWS):
         item = draw(attempt)
-        if heldout_item(question(item)) == want:
+        if heldout_item(question(item), every) == want:
             return item
     raise ConfigError(f"seed {seed}: no {'held-out' if want else 'training'} item in {MAX_SIDE_DRAWS} draws")

@@ -5,7 +5,8 @@ The training side is drawn through the real sampler (`trainer.loop.sample_tasks`
 tasks, no shortcut); the evaluation side is what `trainer.evaluate.evaluate` builds, with
 its rollout replaced by one that records the tasks. Finite-item domains: the pooled
 reasoning-gym generators (acre, list_functions, word_ladder), humaneval (164 problems) and
-the CAD domains (parameter grids of 1,000 to a few hundred thousand parts). Before the
+the CAD domains (parameter grids of 1,000 to a few hundred thousand parts) and products level
+1 (the times table, 100 questions, half held out). Before the
 split, about 40% of the training draws of acre, list_functions and word_ladder were
 evaluation tasks.
 
@@ -27,7 +28,7 @@ from backend.errors import ConfigError
 
 # domain -> highest level in the training mix (levels 1..highest, equal weights)
 FINITE = {"acre": 1, "list_functions": 1, "word_ladder": 2, "humaneval": 3,
-          "cad_bracket": 3, "cad_shaft": 3, "cad_table": 3}
+          "cad_bracket": 3, "cad_shaft": 3, "cad_table": 3, "products": 1}
 ORDINARY = {"basic_arithmetic": 3, "chain_sum": 3}  # Random(seed) generators: seeds are checked
 N_TRAIN = 10_000
 N_EVAL = 200  # held-out tasks per domain and level: more than any pool's held-out side
@@ -91,7 +92,9 @@ def test_evaluation_uses_only_heldout_seeds(monkeypatch):
     # what the evaluation actually builds: held-out seeds, and finite-pool items of the held-out side
     for name in ("acre", "basic_arithmetic", "cad_shaft", "humaneval"):
         tasks = _evaluation_tasks(monkeypatch, name, 1, 40)
-        assert [t.seed for t in tasks] == D.heldout_seeds(40)
+        seeds = [t.seed for t in tasks]  # the held-out seeds in order, a repeated question passed over
+        assert seeds == sorted(set(seeds)) and set(seeds) <= set(D.heldout_seeds(4 * 40))
+        assert len({t.question for t in tasks}) == len(tasks) and 0 < len(tasks) <= 40
         assert all(D.is_heldout(t.seed) and not t_lo <= t.seed < t_hi for t in tasks)
     for name in ("acre", "cad_shaft"):  # split by the question's hash
         assert all(D.heldout_item(t.question) for t in _evaluation_tasks(monkeypatch, name, 1, 40))
@@ -136,3 +139,20 @@ def test_draw_on_side_keeps_each_seed_on_its_side():
     assert D.draw_on_side(0, lambda a: texts[a], str) == train_text
     with pytest.raises(ConfigError, match="no held-out item"):
         D.draw_on_side(D.heldout_seeds(1)[0], lambda a: train_text, str)
+
+
+def test_heldout_tasks_are_distinct_questions_and_the_same_every_time():
+    tasks = D.heldout_tasks("products", [1], 200)
+    questions = [t.question for t in tasks]
+    assert len(set(questions)) == len(questions)
+    assert 35 <= len(tasks) <= 65  # 100 questions, about one in 2 held out: fewer than asked for
+    assert all(D.is_heldout(t.seed) for t in tasks)
+    assert [t.seed for t in D.heldout_tasks("products", [1], 200)] == [t.seed for t in tasks]
+
+    chain = D.heldout_tasks("chain_sum", [1], 200)  # 2-3 one-digit terms: repeats among 200 seeds
+    assert len(chain) == 200 and len({t.question for t in chain}) == 200
+    assert chain[-1].seed > D.heldout_seeds(200)[-1]  # repeated questions were passed over
+    cycled = D.heldout_tasks("chain_sum", [1, 2], 6, offset=3)
+    assert [t.seed for t in cycled] == D.heldout_seeds(6, 3) and [t.difficulty for t in cycled] == [1, 2] * 3
+    with pytest.raises(ConfigError):
+        D.heldout_tasks("chain_sum", [1], 2, offset=D.HELDOUT_SEED_RANGE[1] - D.HELDOUT_SEED_RANGE[0] - 1)
