@@ -1,7 +1,7 @@
 """Capability evaluation of one model or checkpoint over a mix (`rlwb eval MODEL --mix NAME`).
 
-For every domain of the mix, `tasks_per_domain` held-out tasks (seeds from
-`backend.domains.heldout_seeds`, a range training never samples; the levels of the mix's
+For every domain of the mix, `tasks_per_domain` held-out tasks (`backend.domains.heldout_tasks`:
+seeds from a range training never samples, distinct questions, the levels of the mix's
 range in turn) are each sampled `samples` times at `temperature`; every completion is
 scored by its domain's verifier and stored (`backend.eval_store`) with its task's exact
 (domain, level, seed). The summary holds, per domain and family, pass@k for each k (the
@@ -238,20 +238,17 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
 
 
 def suite_tasks(domains: dict[str, tuple[int, int]], tasks_per_domain: int, seed_offset: int = 0):
-    """The held-out tasks of a suite as (domain, level, seed): for each domain the first
-    `tasks_per_domain` held-out seeds from `seed_offset`, the levels lo..hi taken in turn.
+    """The held-out tasks of a suite as (domain, level, seed): for each domain up to
+    `tasks_per_domain` held-out tasks with distinct questions, from the held-out seeds at
+    `seed_offset` on, the levels lo..hi taken in turn (`backend.domains.heldout_tasks`).
 
     Raises:
         ConfigError: the seeds would leave the held-out range.
     """
-    from backend.domains import heldout_seeds
+    from backend.domains import heldout_tasks
 
-    seeds = heldout_seeds(tasks_per_domain, seed_offset)
-    out = []
-    for d, (lo, hi) in domains.items():
-        levels = list(range(lo, hi + 1))
-        out += [(d, levels[i % len(levels)], s) for i, s in enumerate(seeds)]
-    return out
+    return [(d, t.difficulty, t.seed) for d, (lo, hi) in domains.items()
+            for t in heldout_tasks(d, list(range(lo, hi + 1)), tasks_per_domain, seed_offset)]
 
 
 def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[str], None] | None = None) -> str:

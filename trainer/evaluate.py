@@ -1,7 +1,8 @@
 """Greedy held-out evaluation per domain, during training.
 
 `evaluate` generates one greedy completion for each of `n` held-out tasks per domain
-(seeds from `backend.domains.heldout_seeds`, a range training never samples) and reports
+(`backend.domains.heldout_tasks`: seeds from a range training never samples, distinct
+questions) and reports
 accuracy (verifier says fully correct), mean reward and answer-format rate.
 `record_heldout` stores one such evaluation of a run's phase ("before", "step-N",
 "after") twice over: every completion as an evaluation of its own (`Store.create_eval`
@@ -16,7 +17,7 @@ report computes them from the stored completions when they are wanted).
 
 from __future__ import annotations
 
-from backend.domains import get_domain, heldout_seeds
+from backend.domains import heldout_tasks
 
 #: What an in-run evaluation's suite says about how it was sampled (`rlwb eval` samples
 #: `samples` completions per task at `temperature`; these figures are greedy pass@1).
@@ -30,7 +31,8 @@ def evaluate_samples(engine, tokenizer, domains: list[str], n: int, difficulty: 
     Args: as `evaluate`.
 
     Returns:
-        The scored `trainer.types.Sample`s, task by task (len(domains) * n).
+        The scored `trainer.types.Sample`s, task by task (n per domain, fewer for a domain
+        with fewer distinct held-out questions; `backend.domains.heldout_tasks`).
 
     Raises:
         ConfigError: a level that is not one of its domain's levels.
@@ -39,7 +41,7 @@ def evaluate_samples(engine, tokenizer, domains: list[str], n: int, difficulty: 
     from trainer.loop import rollout
 
     levels = difficulty if isinstance(difficulty, dict) else dict.fromkeys(domains, difficulty)
-    tasks = [get_domain(d).make_task(seed, levels[d]) for d in domains for seed in heldout_seeds(n)]
+    tasks = [t for d in domains for t in heldout_tasks(d, [levels[d]], n)]
     return rollout(engine, tokenizer, tasks, 1, max_new_tokens, temperature=0.0, top_p=1.0,
                    runtime=runtime, cfg=cfg)
 
@@ -85,7 +87,7 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | di
     return aggregates([sample_row(s) for s in samples], domains)
 
 
-def in_run_suite(cfg, levels: dict[str, int]) -> dict:
+def in_run_suite(cfg, levels: dict[str, int], seeds: list[int]) -> dict:
     """The suite an in-run evaluation records (the keys `rlwb eval`'s suites have, so one
     report reads both): greedy, one completion per task (`IN_RUN_SAMPLING`), the run's
     domains at `levels`, the held-out seeds, the answer budget, and ``"in_run": True``."""
@@ -94,7 +96,7 @@ def in_run_suite(cfg, levels: dict[str, int]) -> dict:
             "mix_pinned": {"name": pin["name"], "version": pin["version"]} if pin else None,
             "tasks_per_domain": cfg.eval_tasks_per_domain, **IN_RUN_SAMPLING,
             "max_new_tokens": cfg.eval_max_new_tokens, "seed": cfg.seed, "seed_offset": 0,
-            "rollout_engine": cfg.rollout_engine, "seeds": heldout_seeds(cfg.eval_tasks_per_domain),
+            "rollout_engine": cfg.rollout_engine, "seeds": seeds,
             "max_turns": cfg.max_turns}
 
 
@@ -124,7 +126,8 @@ def record_heldout(store, run_id: str, phase: str, model: str, cfg, levels: dict
     if evaluation_step(phase, cfg.steps) is None:
         raise ValueError(f"invalid evaluation phase {phase!r}; use 'before', 'after' or 'step-N' (N a step)")
     rows = [sample_row(s) for s in samples]
-    eval_id = store.create_eval(model, model, {}, in_run_suite(cfg, levels), run_id=run_id,
+    eval_id = store.create_eval(model, model, {}, in_run_suite(cfg, levels, sorted({s.task_seed for s in samples})),
+                                run_id=run_id,
                                 step=evaluation_step(phase, cfg.steps), phase=phase)
     store.record_eval_samples(eval_id, rows)
     summary = jsonable(summarize(rows, [1], domain_families(cfg.domain_list)))
