@@ -445,14 +445,35 @@ def _gsm_symbolic_item(ds: Any, seed: int, level: int) -> dict:
     return item
 
 
+TIMES_TABLE = (2, 9)  # products level 1: both factors in this range (inclusive)
+
+
+def _times_table_entry(seed: int, attempt: int) -> dict:
+    """Products level 1: a * b with a, b in TIMES_TABLE, in reasoning-gym's products wording
+    and entry shape (its `score_answer` scores it). Factors 0 and 1 are left out: with them
+    copying a factor or answering "0" is right on a fifth of the tasks, and GRPO learned
+    exactly that."""
+    rng = random.Random(seed * MAX_SIDE_DRAWS + attempt)
+    a, b = rng.randint(*TIMES_TABLE), rng.randint(*TIMES_TABLE)
+    return {"question": f"Solve the following multiplication: {a} * {b}. Give only the result as your final answer.",
+            "answer": str(a * b),
+            "metadata": {"source_dataset": "products", "source_index": seed, "expression": f"{a} * {b}",
+                         "num_terms": 2, "num_digits": 1,
+                         "difficulty": {"num_terms": (2, 2), "num_digits": (1, 1), "factors": TIMES_TABLE}}}
+
+
 def _products_item(ds: Any, seed: int, level: int) -> dict:
     """The products item of `seed` on its side of the question split (`draw_on_side`, one
-    question in 2 held out): level 1 has only 100 distinct questions (0-9 times 0-9), so
-    without the split most held-out questions would also be training questions, and with
-    the usual one in 5 only about 20 would be held out. Attempt 0 is `ds[seed]`, attempt
-    a > 0 `ds[seed * MAX_SIDE_DRAWS + a]`."""
-    item = draw_on_side(seed, lambda a: ds[seed * MAX_SIDE_DRAWS + a if a else seed], lambda it: it["question"],
-                        every=2)
+    question in 2 held out): level 1 has only 64 distinct questions (`_times_table_entry`),
+    so without the split most held-out questions would also be training questions, and
+    with the usual one in 5 only about 13 would be held out. Above level 1, attempt 0 is
+    `ds[seed]`, attempt a > 0 `ds[seed * MAX_SIDE_DRAWS + a]`."""
+    if level == 1:
+        draw = functools.partial(_times_table_entry, seed)
+    else:
+        def draw(a: int) -> dict:
+            return ds[seed * MAX_SIDE_DRAWS + a if a else seed]
+    item = draw_on_side(seed, draw, lambda it: it["question"], every=2)
     item["metadata"]["source_index"] = seed
     return item
 
@@ -487,8 +508,8 @@ def _hand_made() -> dict[str, Domain]:
         Domain(
             name="products",
             family="arithmetic",
-            description="Multiply integers (the times table at level 1).",
-            # level 1 is one-digit times one-digit (0-9, so the answer is 0 in 19% of tasks);
+            description="Multiply integers (the times table from 2 to 9 at level 1).",
+            # level 1's tasks are `_times_table_entry`'s (the config only builds the verifier);
             # levels 3-5 are reasoning-gym's curriculum levels 0, 2 and 4
             levels={
                 1: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1),
@@ -497,7 +518,7 @@ def _hand_made() -> dict[str, Domain]:
                 4: dict(min_terms=4, max_terms=5, min_digits=3, max_digits=4),
                 5: dict(min_terms=6, max_terms=7, min_digits=5, max_digits=6),
             },
-            level_notes={1: "2 terms, 1 digit", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
+            level_notes={1: "2 terms, each 2-9", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
                          4: "4-5 terms, 3-4 digits", 5: "6-7 terms, 5-6 digits"},
             generate=_products_item,
         ),
