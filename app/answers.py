@@ -1,5 +1,6 @@
 """The "Held-out answers" panel of the Evaluation page: for the evaluations reported (B, and
-A beside it), one domain's held-out tasks with the question, the reference, each side's
+A beside it), one domain's held-out tasks with the question (and the prompt's chat messages),
+the reference, each side's
 extracted answer, right or wrong and reward; one task's completions side by side.
 
 UI only: the rows come from `backend.heldout` (`task_pairs`, `filter_pairs`, `pair_rows`)
@@ -87,6 +88,9 @@ def show(path: str, report: dict) -> None:
     st.markdown(f"**{domain}, level {pair['level']}, seed {pair['seed']}** — reference answer: "
                 f"`{pair['reference']}`")
     st.code(pair["question"] or "(the task could not be regenerated)", language=None, wrap_lines=True)
+    if pair.get("prompt"):
+        with st.expander("The prompt: the chat messages the model was given (before its chat template)"):
+            st.code(pair["prompt"], language=None, wrap_lines=True)
     if two:
         left, right = st.columns(2)
         _side(left, "A", sides[0]["label"], pair["a"])

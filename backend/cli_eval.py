@@ -180,12 +180,13 @@ def cmd_eval_show(args) -> int:
 
 def cmd_eval_report(args) -> int:
     from backend.eval_report import build_report, headline_text, write_html
+    from backend.heldout import answer_examples
 
     from backend.evaluation import resolve_eval_ref
 
     store = _store(args)
     ids = [resolve_eval_ref(store, ref) for ref in [args.a] + ([args.b] if args.b else [])]
-    report = write_html(store, ids, args.html, overwrite=args.force) if args.html is not None \
+    report = write_html(store, ids, args.html, overwrite=args.force, answers=answer_examples) if args.html is not None \
         else build_report(store, ids)
     for tag, side in zip("AB", report["sides"]):
         print(f"{tag}: {side['label']} (evaluation {side['id']})")

@@ -24,6 +24,7 @@ import os
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 import plotly.graph_objects as go
 
@@ -462,6 +463,11 @@ wrong answer), and each model's most common answer and share of answers copied f
 <h2>Per family</h2>{{ table(families) }}
 {% for name, rows in per_domain %}<h2>Per domain: {{ name }}</h2>{{ table(rows) }}{% endfor %}
 {% if capabilities %}<h2>Tool use, multi-turn and context length</h2>{{ table(capabilities) }}{% endif %}
+{% if answers %}<h2>Held-out answers</h2>
+<p class="meta">What the model answered, a few tasks per domain (answers that changed from A to B first, then
+wrong ones): the answer extracted from the completion by the verifier's own rule, against the reference. All of
+them: the Evaluation page's "Held-out answers" panel, or <code>rlwb eval samples</code>.</p>
+{% for name, rows in answers %}<h3>{{ name }}</h3>{{ table(rows) }}{% endfor %}{% endif %}
 <h2>Figures</h2>{% for div in figures %}<div class="figure">{{ div }}</div>{% endfor %}
 {% endif %}
 </body></html>
@@ -487,10 +493,11 @@ def report_title(report: dict) -> str:
     return "Evaluation: " + (" vs ".join(reversed(labels)) if labels else "none")
 
 
-def report_html(report: dict) -> str:
+def report_html(report: dict, answers: list[tuple[str, list[dict]]] | None = None) -> str:
     """The report as one self-contained HTML page: tables (regressions on a red background,
-    improvements green) and interactive figures, with plotly.js inlined once (no CDN, no
-    external links; about 5 MB). Works for 0, 1 and 2 evaluations."""
+    improvements green), the held-out `answers` when given (domain -> rows,
+    `backend.heldout.answer_examples`) and interactive figures, with plotly.js inlined once
+    (no CDN, no external links; about 5 MB). Works for 0, 1 and 2 evaluations."""
     import jinja2
     from markupsafe import Markup
 
@@ -507,14 +514,15 @@ def report_html(report: dict) -> str:
         baseline_note=BASELINE_NOTE, capabilities=capability_rows(report),
         per_domain=[(f"{t} {s['label']}".strip(), domain_rows(report, i))
                     for i, (t, s) in enumerate(zip(tags, report["sides"]))],
-        figures=figures)
+        answers=answers or [], figures=figures)
 
 
 def write_html(store, eval_ids: list[str], path: str | Path, resamples: int = DEFAULT_RESAMPLES,
-               overwrite: bool = False) -> dict:
+               overwrite: bool = False, answers: Callable[[Any, dict], list] | None = None) -> dict:
     """Build the report of `eval_ids` (see `build_report`) and write it to `path` as one
     self-contained HTML file, atomically (a temporary file in the same directory, then
     `os.replace`). A symlink is followed (its target is written). Returns the report.
+    `answers(store, report)` gives its held-out answers section (`report_html`).
 
     Raises:
         ConfigError: an empty path; a directory that does not exist; `path` is a directory,
@@ -540,7 +548,7 @@ def write_html(store, eval_ids: list[str], path: str | Path, resamples: int = DE
         if not overwrite:
             raise ConfigError(f"{path} exists; pass --force to replace it, or pick another --html path")
     report = build_report(store, eval_ids, resamples)
-    html = report_html(report)
+    html = report_html(report, answers(store, report) if answers else None)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:

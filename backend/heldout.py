@@ -4,7 +4,8 @@ Two views of the evaluations in ``eval_runs`` / ``eval_samples`` (`rlwb eval`'s,
 run's own in-run ones: greedy, one completion per task, `trainer.evaluate`):
 
 - **answers** (`task_pairs`): for one evaluation and domain, per held-out task its
-  question and reference answer (the task regenerated from (domain, level, seed)), and a
+  question, the prompt's chat messages and the reference answer (the task regenerated
+  from (domain, level, seed)), and a
   completion with the answer extracted from it (`backend.baselines.model_answer`: the
   verifier's own rule, `backend.answers`), its reward and whether it is correct; with a
   second evaluation (`vs`: the one before, A), both side by side for the same task.
@@ -19,9 +20,10 @@ run's own in-run ones: greedy, one completion per task, `trainer.evaluate`):
     figures = run_heldout(store, run_id)                             # None: nothing recorded
 
 Torch-free (the pages and the CLI import it). Not covered: multi-turn transcripts turn by
-turn (the completion is shown whole; the Trajectories page has the turn view), and the
-rendered prompt (the chat template and a retrieval domain's context are not stored with an
-evaluation: the question is shown).
+turn (the completion is shown whole; the Trajectories page has the turn view), the chat
+template's special tokens around the messages, and a retrieval domain's prompt (its
+retrieved context depends on the evaluation's budget and index, which are not stored:
+the question is shown).
 """
 
 from __future__ import annotations
@@ -49,6 +51,20 @@ def _task(domain: str, level: int, seed: int):
     try:
         return cached(domain, level, seed)
     except WorkbenchError:  # a domain no longer registered, a generator past its time limit
+        return None
+
+
+def prompt_text(task) -> str | None:
+    """The chat messages a single-turn or multi-turn task opens with (`build_messages`), as
+    "role: content" blocks, before the model's chat template; None for a retrieval domain
+    (its context is built per evaluation) or a task that can't be rendered."""
+    from backend.domains import build_messages, get_domain
+
+    try:
+        if get_domain(task.domain).kind == "retrieval":
+            return None
+        return "\n\n".join(f"{m['role']}: {m['content']}" for m in build_messages(task))
+    except (WorkbenchError, KeyError, TypeError):
         return None
 
 
@@ -82,8 +98,8 @@ def task_pairs(store, eval_id: str, domain: str, vs: str | None = None, sample: 
         sample: which sample of each task to show (an index; the first when a task lacks it).
 
     Returns:
-        One dict per task in (level, seed) order: "level", "seed", "question", "reference"
-        (None where the task can't be regenerated), "a" and "b" (None where that evaluation
+        One dict per task in (level, seed) order: "level", "seed", "question", "prompt"
+        (`prompt_text`), "reference" (None where the task can't be regenerated), "a" and "b" (None where that evaluation
         lacks the task, else {"sample", "completion", "answer" (extracted; None when none
         or for a domain whose answer isn't one string), "correct", "reward", "format",
         "finish_reason", "fault", "samples" (scored), "solved" (correct among them)}) and
@@ -117,7 +133,7 @@ def task_pairs(store, eval_id: str, domain: str, vs: str | None = None, sample: 
         a, b = (_side(dom, task, got.get(t, []), sample) for t in ("a", "b"))
         changed = bool(a and b and (a["answer"] != b["answer"] or a["correct"] != b["correct"]))
         out.append({"level": level, "seed": seed, "question": task.question if task else None,
-                    "reference": task.answer if task else None, "a": a, "b": b, "changed": changed})
+                    "prompt": prompt_text(task) if task else None, "reference": task.answer if task else None, "a": a, "b": b, "changed": changed})
     return out
 
 
@@ -187,6 +203,36 @@ def pairs_text(pairs: list[dict], tags: tuple[str, str] = ("A", "B"), width: int
                          f"{side['finish_reason'] or '-'}):")
             lines += [f"      | {line}" for line in (side["completion"] or "").splitlines() or [""]]
     return "\n".join(lines)
+
+
+EXAMPLES_PER_DOMAIN = 8  # held-out tasks per domain that an HTML report shows (`answer_examples`)
+
+
+def answer_examples(store, report: dict, per_domain: int = EXAMPLES_PER_DOMAIN) -> list[tuple[str, list[dict]]]:
+    """A few held-out answers per domain of `report` (`eval_report.build_report`), for its
+    HTML page: tasks whose answer changed from A to B first, then B's wrong ones, then the
+    rest, each in (level, seed) order, as `pair_rows` (question, reference, each side's
+    extracted answer, right/wrong, reward).
+
+    Returns:
+        (domain, rows) per domain in name order; [] without evaluations.
+
+    Raises:
+        EvalNotFound: an evaluation of the report was deleted meanwhile.
+    """
+    sides = report["sides"]
+    if not sides:
+        return []
+    vs = sides[0]["id"] if len(sides) == 2 else None
+    out = []
+    for domain in sorted({d for s in report["summaries"] for d in s["domains"]}):
+        try:
+            pairs = task_pairs(store, sides[-1]["id"], domain, vs=vs)
+        except ConfigError:  # only A played this domain
+            continue
+        order = sorted(pairs, key=lambda p: (not p["changed"], not (p["b"] and not p["b"]["correct"])))
+        out.append((domain, pair_rows(order[:per_domain])))
+    return out
 
 
 # ---------------------------------------------------------------- a training run's figures

@@ -23,6 +23,7 @@ import streamlit as st
 from app import answers
 from app.common import db_path, get_store
 from backend import eval_report as er
+from backend import heldout
 from backend.errors import WorkbenchError
 from backend.eval_stats import MIN_TASKS_FOR_VERDICT
 from backend.evaluation import refresh_eval_liveness
@@ -45,7 +46,8 @@ def load_report(path: str, ids: tuple[str, ...]) -> dict:
 
 @st.cache_data(ttl=300, show_spinner=False)
 def load_html(path: str, ids: tuple[str, ...]) -> str:
-    return er.report_html(load_report(path, ids))
+    report = load_report(path, ids)
+    return er.report_html(report, heldout.answer_examples(get_store(path), report))
 
 
 def styled(rows: list[dict]):

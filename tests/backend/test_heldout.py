@@ -71,6 +71,8 @@ def test_answers_side_by_side_for_the_same_task(held):
     assert len(pairs) == 12
     first = pairs[0]
     assert first["question"].startswith("State the final answer") and first["reference"]
+    assert first["prompt"].startswith("system: ") and f"user: {first['question']}\n" in first["prompt"]
+    assert first["prompt"].endswith("Answer: <answer>")  # the format instruction the model was given
     assert first["a"]["answer"] == "0" and first["a"]["completion"] == "Let me think.\nAnswer: 0"
     assert first["b"]["answer"] == first["reference"] and first["b"]["correct"]  # seed 1000000000 is even
     fixed = filter_pairs(pairs, "fixed")
@@ -179,3 +181,20 @@ def test_cli_runs_show_prints_the_held_out_figures(held, capsys):
     assert "best baseline answering '" in line and "verdict improvement" in line
     assert f"eval samples {ids['after']} --domain DOMAIN --vs {ids['before']}" in out
     assert f"rlwb eval {ckpt} of step 4: completed" in out and "samples, T=1.0" in out
+
+
+def test_the_html_report_shows_held_out_answers_changed_ones_first(held, tmp_path):
+    from backend.eval_report import write_html
+    from backend.heldout import answer_examples
+
+    path, _, ids = held
+    with Store(path) as store:
+        report = write_html(store, [ids["before"], ids["after"]], tmp_path / "r.html", resamples=50,
+                            answers=lambda s, r: answer_examples(s, r, per_domain=3))
+        examples = dict(answer_examples(store, report, per_domain=3))
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<h2>Held-out answers</h2>" in html and "<h3>chain_sum</h3>" in html
+    rows = examples["chain_sum"]
+    assert len(rows) == 3 and all(r["changed"] for r in rows)  # fixed tasks (even seeds) come first
+    assert all(r["answer A"] == "0" and r["answer B"] == r["reference"] and r["correct B"] == "right" for r in rows)
+    assert f"<td>{rows[0]['seed']}</td>" in html and f"<td>{rows[0]['reference']}</td>" in html
