@@ -7,9 +7,13 @@
     rlwb sandbox build-image|status|gc|exec|work   sandboxes (Docker engine or local fallback)
     rlwb domains list | show NAME | validate [NAME ...|--all]   the domain catalogue
     rlwb mix create|update|list|show                            named, versioned mixes
+    rlwb eval MODEL --mix NAME | list | show | report | samples   evaluations (cli_eval.py)
+    rlwb eval context-length MODEL, rlwb retrieval index|search   long context (cli_retrieval.py)
 
-Every command takes --db (or RLWB_DB). Errors a user can fix print one line to stderr and
-exit 2; Ctrl-C exits 130 after marking the run stopped.
+The entry point: it imports the command modules (`cli_runs`, `cli_eval`, `cli_retrieval`),
+which share `cli_common` and never import this module back. Every command takes --db (or
+RLWB_DB). Errors a user can fix print one line to stderr and exit 2; Ctrl-C exits 130 after
+marking the run stopped.
 """
 
 from __future__ import annotations
@@ -17,18 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sqlite3
 import sys
 from pathlib import Path
 
-from backend.errors import DocumentError, WorkbenchError
-
-
-def _store(args):
-    from backend.store import Store
-
-    return Store(args.db)
+from backend import cli_eval, cli_retrieval, cli_runs
+from backend.choices import SANDBOX_BACKENDS
+from backend.cli_common import isolation_notice, open_store, positive
+from backend.errors import WorkbenchError
 
 
 def cmd_model_fetch(args) -> int:
@@ -58,14 +58,6 @@ def cmd_ui(args) -> int:
     print(f"RL Workbench page: http://{args.host}:{args.port}{gate}  (Ctrl-C to stop)", flush=True)
     os.execve(sys.executable, cmd, env)  # become the server: signals reach it directly
     return 0  # pragma: no cover - execve does not return
-
-
-def _isolation_notice(backend: str) -> None:
-    """Say on stderr when a backend isolates less than Docker (never silently)."""
-    if backend != "docker":
-        from sandboxes import sandbox_class
-
-        print(f"note: sandbox backend '{backend}' gives {sandbox_class(backend).isolation}", file=sys.stderr)
 
 
 def cmd_sandbox_build_image(args) -> int:
@@ -101,7 +93,7 @@ def cmd_sandbox_exec(args) -> int:
     from sandboxes import open_sandbox
     from sandboxes.spec import SandboxSpec
 
-    _isolation_notice(args.backend)
+    isolation_notice(args.backend)
     spec = SandboxSpec(memory_mb=args.memory_mb, command_timeout_s=args.timeout)
     with open_sandbox(args.backend, spec) as sb:
         r = sb.exec(args.cmd)
@@ -116,7 +108,7 @@ def cmd_sandbox_work(args) -> int:
     from sandboxes.jobqueue import JobQueue
     from sandboxes.pool import SandboxPool, Scheduler
 
-    _isolation_notice(args.backend)
+    isolation_notice(args.backend)
     queue = JobQueue(args.queue)
     with SandboxPool(args.backend, size=args.pool) as pool:
         scheduler = Scheduler(pool)
@@ -131,7 +123,7 @@ def cmd_sandbox_work(args) -> int:
 def cmd_domains_list(args) -> int:
     from backend.domains import registry
 
-    status = _store(args).latest_validations()
+    status = open_store(args).latest_validations()
     rows = [d for d in registry().values() if (not args.family or d.family == args.family)
             and (not args.kind or d.kind == args.kind)]
     if args.json:
@@ -182,7 +174,7 @@ def cmd_domains_show(args) -> int:
 
     d = get_domain(args.name)
     if args.json:
-        report = _store(args).validation_report(d.name)
+        report = open_store(args).validation_report(d.name)
         print(json.dumps({"name": d.name, "family": d.family, "kind": d.kind, "description": d.description,
                           "source": d.source, "license": d.license,
                           "levels": {str(k): v for k, v in d.level_notes.items()},
@@ -214,7 +206,7 @@ def cmd_domains_show(args) -> int:
             print(f"[spec] {json.dumps(task.entry['spec'])[:600]}")
         for name, arguments in task.entry.get("reference_calls", []):
             print(f"[reference call] {name} {json.dumps(arguments)[:200]}")
-    report = _store(args).validation_report(d.name)
+    report = open_store(args).validation_report(d.name)
     print("\nvalidation: " + ("never run; `rlwb domains validate " + d.name + "`" if report is None else
                               f"{'passed' if report['passed'] else 'FAILED'} ({report['created_at']})"))
     for reason in (report or {}).get("reasons", []):
@@ -229,10 +221,10 @@ def cmd_domains_validate(args) -> int:
     if args.all == bool(args.names):
         raise WorkbenchError("name the domains to validate, or pass --all (not both)")
     names = domain_names() if args.all else list(dict.fromkeys(args.names))
-    store = _store(args)
+    store = open_store(args)
     backend = None if args.sandbox_backend == "none" else args.sandbox_backend
     if backend and backend != "docker":
-        _isolation_notice(backend)
+        isolation_notice(backend)
 
     def show(r: dict) -> None:
         head = "passed" if r["passed"] else "FAILED"
@@ -278,7 +270,7 @@ def _print_mix(row: dict) -> None:
 def cmd_mix_create(args) -> int:
     from backend.mixes import check_name, save_mix
 
-    store = _store(args)
+    store = open_store(args)
     if store.get_mix(check_name(args.name)) is not None:
         raise WorkbenchError(f"mix {args.name!r} exists; change it with `rlwb mix update {args.name} ...`")
     version = save_mix(store, args.name, {"domains": _mix_items(args.items)}, note=args.note)
@@ -289,7 +281,7 @@ def cmd_mix_create(args) -> int:
 def cmd_mix_update(args) -> int:
     from backend.mixes import load_mix, save_mix
 
-    store = _store(args)
+    store = open_store(args)
     row, _ = load_mix(store, args.name)
     domains = dict(row["spec"]["domains"])
     for name in args.remove:
@@ -309,7 +301,7 @@ def cmd_mix_update(args) -> int:
 
 
 def cmd_mix_list(args) -> int:
-    mixes = _store(args).list_mixes()
+    mixes = open_store(args).list_mixes()
     if not mixes:
         print("no mixes yet; create one with `rlwb mix create NAME chain_sum:2:1-3 maze:1`")
     for m in mixes:
@@ -320,136 +312,12 @@ def cmd_mix_list(args) -> int:
 def cmd_mix_show(args) -> int:
     from backend.mixes import load_mix
 
-    row, _ = load_mix(_store(args), args.name)
+    row, _ = load_mix(open_store(args), args.name)
     if args.json:
         print(json.dumps(row, indent=2))
     else:
         _print_mix(row)
     return 0
-
-
-def cmd_eval_context_length(args) -> int:
-    from transformers import AutoTokenizer
-
-    from backend.models import resolve_model
-    from trainer.context_length import SweepConfig, model_window, run_sweep
-
-    cfg = SweepConfig(lengths=args.lengths, depths=args.depths, haystacks=args.haystacks,
-                      budget_tokens=args.budget, window_tokens=args.window,
-                      model_needles=0 if args.evidence_only else min(args.model_needles, args.haystacks))
-    path = resolve_model(args.model)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    engine = None
-    if not args.evidence_only:
-        from trainer.rollout import open_engine
-
-        print(f"rollout engine: {args.engine} ({path})", file=sys.stderr)
-        engine = open_engine(args.engine, path, seed=cfg.seed, max_model_len=model_window(path, cfg)) \
-            if args.engine == "vllm" else open_engine("hf", path, seed=cfg.seed)
-    try:
-        result = run_sweep(tokenizer, cfg, engine=engine, model_path=path,
-                           progress=lambda line: print(line, file=sys.stderr))
-    finally:
-        if engine is not None:
-            engine.close()
-    sweep_id = _store(args).record_context_sweep(args.model, result)
-    print(f"{'length':>9} {'depth':>5}  {'evidence(retrieval)':>19} {'evidence(full)':>14} "
-          f"{'acc(retrieval)':>14} {'acc(full)':>9} {'mention(retrieval)':>18} {'mention(full)':>13}")
-    cells = {(c["length"], c["depth"], c["mode"]): c for c in result["cells"]}
-    fmt = lambda v: "-" if v is None else f"{v:.2f}"
-    for length in cfg.lengths:
-        for depth in cfg.depths:
-            r, f = cells.get((length, depth, "retrieval"), {}), cells.get((length, depth, "full"), {})
-            print(f"{length:>9,} {depth:>4}%  {fmt(r.get('evidence_rate')):>19} {fmt(f.get('evidence_rate')):>14} "
-                  f"{fmt(r.get('accuracy')):>14} {fmt(f.get('accuracy')):>9} {fmt(r.get('mention_rate')):>18} "
-                  f"{fmt(f.get('mention_rate')):>13}")
-    worst = min((c["evidence_rate"] for c in result["cells"] if c["mode"] == "retrieval"), default=None)
-    print(f"sweep {sweep_id} stored ({result['seconds']} s, window {result['window_tokens']} tokens); "
-          f"lowest retrieval evidence rate over cells: {fmt(worst)}; see it on the page under Retrieval")
-    return 0
-
-
-def _policy_tokenizer(model: str):
-    from transformers import AutoTokenizer
-
-    from backend.models import resolve_model
-
-    return AutoTokenizer.from_pretrained(resolve_model(model))
-
-
-def cmd_retrieval_index(args) -> int:
-    from retrieval.documents import read_document
-    from retrieval.pipeline import Collection, RetrievalConfig, collection_path
-
-    path = collection_path(args.name)  # checks the name before any work
-    documents = {}
-    names = [Path(f).name for f in args.files]
-    for file, name in zip(args.files, names):
-        p = Path(file)
-        if p.is_dir():
-            raise DocumentError(f"{file} is a directory; give paths of text files")
-        if not p.is_file():
-            raise DocumentError(f"{file}: no such file; give paths of text files")
-        doc_id = name if names.count(name) == 1 else file  # two report.txt files keep their paths
-        if doc_id in documents:
-            raise DocumentError(f"{file} is given twice; give each file once")
-        documents[doc_id] = read_document(p.read_bytes(), name=str(p))
-    cfg = RetrievalConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
-    size = sum(len(t) for t in documents.values())
-    if size > 4 * 2**20:
-        print(f"{size / 2**20:.0f} MiB of text: about {size / 4.2 / args.chunk_tokens:,.0f} chunks to embed at "
-              "~25 chunks/s on a 2-core CPU; the progress bar follows", file=sys.stderr)
-    col = Collection.open(args.name, documents, _policy_tokenizer(args.model), cfg)
-    print(f"collection {args.name}: {len(documents)} document(s), {col.meta['chunks']} chunks, "
-          f"index {json.dumps(col.meta['index'])}; stored in {path}")
-    return 0
-
-
-def cmd_retrieval_search(args) -> int:
-    from retrieval.pipeline import Collection, Retriever, collection_path
-
-    path = collection_path(args.name)
-    if not (path / "meta.json").is_file():
-        raise DocumentError(f"no collection {args.name!r}; build it with `rlwb retrieval index {args.name} FILE...`")
-    col = Collection.load(path)
-    chunked_with = col.meta.get("tokenizer", "")
-    if args.model is None and not Path(chunked_with).is_dir():
-        raise DocumentError(f"the tokenizer collection {args.name!r} was chunked with ({chunked_with or 'unknown'}) "
-                            "is gone; pass --model with the policy model to count the budget in")
-    tokenizer = _policy_tokenizer(args.model or chunked_with)
-    ctx = Retriever(col).build_context(args.question, budget_tokens=args.budget, tokenizer=tokenizer)
-    if args.json:
-        print(json.dumps(ctx.record() | {"text": ctx.text}, indent=2))
-        return 0
-    for f in ctx.fragments:
-        print(f"#{f['rank']:<2} {f['chunk_id']:<24} depth {f['depth']:.0%}  fine {f['fine']:.3f}  "
-              f"dense {f['dense'] if f['dense'] is None else round(f['dense'], 3)}  {f['best_sentence'][:70]!r}")
-    print(f"context: {ctx.tokens} of {ctx.budget_tokens} tokens, {len(ctx.fragments)} fragments ({ctx.dropped} "
-          "did not fit); --json prints the context itself")
-    return 0
-
-
-def _token_count(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; write e.g. 4000, 4k or 1M")
-    return int(float(m.group(1)) * {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()])
-
-
-def _int_list(parse):
-    def parse_list(text: str) -> list[int]:
-        items = [t for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError("give at least one value, comma-separated")
-        return [parse(t) for t in items]
-
-    return parse_list
-
-
-def _depth(text: str) -> int:
-    if not text.strip().isdigit() or int(text) > 100:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a depth; use whole percents 0..100, e.g. 0,50,100")
-    return int(text)
 
 
 def _port(text: str) -> int:
@@ -462,27 +330,15 @@ def _port(text: str) -> int:
     return port
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number; e.g. 20")
-    return int(text)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rlwb", description="RL Workbench: RL post-training of language models.")
-    p.add_argument("--db", default=None, help="SQLite store path (default: $RLWB_DB or the user data dir)")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    from backend.cli_runs import register
-
-    register(sub, _positive)
-
+def _register_model(sub: argparse._SubParsersAction) -> None:
     model = sub.add_parser("model", help="base models").add_subparsers(dest="model_command", required=True)
     mf = model.add_parser("fetch", help="fetch and convert a base model into the cache")
     mf.add_argument("name", help="model name, e.g. smollm2-135m")
     mf.add_argument("--force", action="store_true", help="convert again even if cached")
     mf.set_defaults(fn=cmd_model_fetch)
 
+
+def _register_sandbox(sub: argparse._SubParsersAction) -> None:
     sb = sub.add_parser("sandbox", help="sandboxes: image, status, garbage collection, one-off commands")
     sbs = sb.add_subparsers(dest="sandbox_command", required=True)
     b = sbs.add_parser("build-image", help="build the rlwb-sandbox image from a debootstrap rootfs (cached)")
@@ -495,17 +351,19 @@ def build_parser() -> argparse.ArgumentParser:
     e = sbs.add_parser("exec", help="run one command in a fresh sandbox; exits with its exit code "
                                      "(124 on timeout, 137 when OOM-killed)")
     e.add_argument("cmd", help="shell command, e.g. \"python3 -c 'print(1)'\"")
-    e.add_argument("--backend", choices=["docker", "local"], default="docker",
+    e.add_argument("--backend", choices=SANDBOX_BACKENDS, default="docker",
                    help="docker (default) or local (bubblewrap; weaker isolation, said on stderr)")
-    e.add_argument("--timeout", type=_positive, default=10, help="seconds (default 10)")
-    e.add_argument("--memory-mb", type=_positive, default=512, help="memory limit in MiB (default 512)")
+    e.add_argument("--timeout", type=positive, default=10, help="seconds (default 10)")
+    e.add_argument("--memory-mb", type=positive, default=512, help="memory limit in MiB (default 512)")
     e.set_defaults(fn=cmd_sandbox_exec)
     w = sbs.add_parser("work", help="run the pending jobs of a durable job queue")
     w.add_argument("--queue", required=True, help="SQLite file of the job queue")
-    w.add_argument("--backend", choices=["docker", "local"], default="docker", help="docker (default) or local")
-    w.add_argument("--pool", type=_positive, default=4, help="warm sandboxes (default 4)")
+    w.add_argument("--backend", choices=SANDBOX_BACKENDS, default="docker", help="docker (default) or local")
+    w.add_argument("--pool", type=positive, default=4, help="warm sandboxes (default 4)")
     w.set_defaults(fn=cmd_sandbox_work)
 
+
+def _register_domains(sub: argparse._SubParsersAction) -> None:
     dom = sub.add_parser("domains", help="the domain catalogue: list, show, validate")
     doms = dom.add_subparsers(dest="domains_command", required=True)
     dl = doms.add_parser("list", help="every registered domain with its validation status")
@@ -517,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     dl.set_defaults(fn=cmd_domains_list)
     ds = doms.add_parser("show", help="one domain: levels, source, example tasks, validation")
     ds.add_argument("name")
-    ds.add_argument("--level", type=_positive, default=None, help="level of the examples (default: easiest)")
+    ds.add_argument("--level", type=positive, default=None, help="level of the examples (default: easiest)")
     ds.add_argument("--examples", type=int, choices=range(11), default=2, metavar="N", help="examples (0-10)")
     ds.add_argument("--json", action="store_true", help="print JSON, with each level's prompt-length quantiles")
     ds.add_argument("--model", default="smollm2-135m", help="policy whose tokens measure prompts (--json)")
@@ -526,13 +384,15 @@ def build_parser() -> argparse.ArgumentParser:
                                           "level; stores the reports; exits 1 if a domain fails")
     dv.add_argument("names", nargs="*", help="domains to validate")
     dv.add_argument("--all", action="store_true", help="validate every registered domain")
-    dv.add_argument("--tasks", type=_positive, default=100, help="tasks generated per level (default 100)")
-    dv.add_argument("--sandbox-backend", choices=["docker", "local", "none"], default="docker",
+    dv.add_argument("--tasks", type=positive, default=100, help="tasks generated per level (default 100)")
+    dv.add_argument("--sandbox-backend", choices=[*SANDBOX_BACKENDS, "none"], default="docker",
                     help="where sandboxed domains are verified (default docker; none fails them)")
     dv.add_argument("--no-cross-process", action="store_true",
                     help="skip the second-process determinism check (another PYTHONHASHSEED)")
     dv.set_defaults(fn=cmd_domains_validate)
 
+
+def _register_mix(sub: argparse._SubParsersAction) -> None:
     mix = sub.add_parser("mix", help="named, versioned mixes of domains")
     mixs = mix.add_subparsers(dest="mix_command", required=True)
     item_help = "DOMAIN[:WEIGHT[:LO-HI]], e.g. chain_sum:2:1-3 (weight 1 and every level by default)"
@@ -553,49 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     ms.add_argument("--json", action="store_true", help="print JSON")
     ms.set_defaults(fn=cmd_mix_show)
 
-    ev = sub.add_parser("eval", help="capability evaluation: `rlwb eval MODEL --mix NAME`, list, show, report, "
-                        "context-length").add_subparsers(dest="eval_command", required=True)
-    from backend.cli_eval import register as register_eval
 
-    register_eval(ev, _positive)
-    cl = ev.add_parser("context-length", help="needle sweep over haystack lengths and depths, with and "
-                       "without retrieval; stored for the Retrieval page's heat map")
-    cl.add_argument("model", help="model name (e.g. smollm2-135m) or checkpoint directory")
-    cl.add_argument("--lengths", type=_int_list(_token_count), default=[4_000, 16_000, 64_000, 256_000, 1_000_000],
-                    help="haystack lengths in tokens, e.g. 4k,16k,64k,256k,1M (the default)")
-    cl.add_argument("--depths", type=_int_list(_depth), default=list(range(0, 101, 10)),
-                    help="needle depths in percent (default 0,10,...,100)")
-    cl.add_argument("--haystacks", type=_positive, default=10, help="haystacks per length, one needle per depth "
-                    "in each (default 10)")
-    cl.add_argument("--model-needles", type=int, default=1, help="haystacks per length whose needles the model "
-                    "answers, in both modes (default 1)")
-    cl.add_argument("--budget", type=_positive, default=1536, help="retrieval context budget in tokens")
-    cl.add_argument("--window", type=_positive, default=0, help="model context window in tokens (default: from its "
-                    "config)")
-    cl.add_argument("--engine", choices=["hf", "vllm"], default="vllm", help="rollout engine for the answers")
-    cl.add_argument("--evidence-only", action="store_true", help="measure only whether the evidence reaches the "
-                    "context; don't run the model")
-    cl.set_defaults(fn=cmd_eval_context_length)
-
-    ret = sub.add_parser("retrieval", help="persisted document collections: index and search")
-    rets = ret.add_subparsers(dest="retrieval_command", required=True)
-    ri = rets.add_parser("index", help="chunk, embed and index text files into a named collection (reused "
-                         "when the files and settings are unchanged)")
-    ri.add_argument("name", help="collection name: letters, digits, '_', '.', '-'")
-    ri.add_argument("files", nargs="+", help="text files (UTF-8 or another recognisable encoding)")
-    ri.add_argument("--model", default="smollm2-135m", help="policy model whose tokenizer measures chunks")
-    ri.add_argument("--chunk-tokens", type=_positive, default=192, help="chunk length in tokens (default 192)")
-    ri.add_argument("--overlap-tokens", type=int, default=24, help="overlap between chunks in tokens (default 24)")
-    ri.set_defaults(fn=cmd_retrieval_index)
-    rq = rets.add_parser("search", help="coarse search, fine ranking and the assembled context for a question")
-    rq.add_argument("name")
-    rq.add_argument("question")
-    rq.add_argument("--model", default=None, help="policy model whose tokenizer counts the budget (default: the "
-                    "one the collection was chunked with)")
-    rq.add_argument("--budget", type=_positive, default=1536, help="context budget in tokens")
-    rq.add_argument("--json", action="store_true", help="print the context and its record as JSON")
-    rq.set_defaults(fn=cmd_retrieval_search)
-
+def _register_ui(sub: argparse._SubParsersAction) -> None:
     ui = sub.add_parser("ui", help="start the Streamlit page")
     ui.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine "
                     "only); any other (e.g. 0.0.0.0) needs an access token")
@@ -603,6 +422,24 @@ def build_parser() -> argparse.ArgumentParser:
                     "environment variable: command lines are visible to other users in ps)")
     ui.add_argument("--port", type=_port, default=8501)
     ui.set_defaults(fn=cmd_ui)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `rlwb` parser; each sub-command's `fn` default is the function that runs it."""
+    p = argparse.ArgumentParser(prog="rlwb", description="RL Workbench: RL post-training of language models.")
+    p.add_argument("--db", default=None, help="SQLite store path (default: $RLWB_DB or the user data dir)")
+    sub = p.add_subparsers(dest="command", required=True)
+    cli_runs.register(sub)
+    _register_model(sub)
+    _register_sandbox(sub)
+    _register_domains(sub)
+    _register_mix(sub)
+    ev = sub.add_parser("eval", help="capability evaluation: `rlwb eval MODEL --mix NAME`, list, show, report, "
+                        "context-length").add_subparsers(dest="eval_command", required=True)
+    cli_eval.register(ev)
+    cli_retrieval.register_context_length(ev)
+    cli_retrieval.register(sub)
+    _register_ui(sub)
     return p
 
 
@@ -613,9 +450,7 @@ def _printable(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `rlwb`; returns the process exit code."""
-    from backend.cli_eval import normalize_argv
-
-    args = build_parser().parse_args(normalize_argv(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(cli_eval.normalize_argv(sys.argv[1:] if argv is None else argv))
     if args.db:
         os.environ["RLWB_DB"] = str(Path(args.db).resolve())
     try:

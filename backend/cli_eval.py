@@ -4,7 +4,7 @@
     rlwb eval list [--in-run] | show ID           stored evaluations (--in-run: training runs' own too)
     rlwb eval report A [B] [--html out.html]      base (A) against checkpoint (B)
     rlwb eval samples B --domain D [--vs A]       the held-out answers, B beside A task by task
-    rlwb eval context-length MODEL                the needle sweep (backend/cli.py)
+    rlwb eval context-length MODEL                the needle sweep (backend/cli_retrieval.py)
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+from backend.choices import ROLLOUT_ENGINES
+from backend.cli_common import open_store, positive
+from retrieval.context import DEFAULT_BUDGET_TOKENS
 
 SUBCOMMANDS = ("run", "list", "show", "report", "samples", "context-length")
 
@@ -28,12 +32,6 @@ def normalize_argv(argv: list[str]) -> list[str]:
         if not word.startswith("-") and (i == 0 or out[i - 1] != "--db"):
             return out  # another command
     return out
-
-
-def _store(args):
-    from backend.store import Store
-
-    return Store(args.db)
 
 
 def _fmt(v, digits: int = 3) -> str:
@@ -65,7 +63,7 @@ def cmd_eval_run(args) -> int:
         "max_new_tokens": args.max_new_tokens, "seed_offset": args.seed_offset, "seed": args.seed,
         "rollout_engine": args.engine, "context_sweep": not args.no_context_sweep,
         "context_budget_tokens": args.context_budget}, names=FLAGS)
-    store = _store(args)
+    store = open_store(args)
     eval_id = evaluate_model(store, args.model, settings, progress=lambda line: print(line, file=sys.stderr))
     _print_eval(store.get_eval(eval_id))
     db = f" --db {args.db}" if args.db else ""
@@ -145,7 +143,7 @@ def _print_baselines(model: str, extras: dict) -> None:
 def cmd_eval_list(args) -> int:
     from backend.evaluation import refresh_eval_liveness
 
-    store = _store(args)
+    store = open_store(args)
     refresh_eval_liveness(store)
     evals = store.list_evals(limit=args.limit, in_run=None if args.in_run else False)
     if not evals:
@@ -168,7 +166,7 @@ def cmd_eval_list(args) -> int:
 def cmd_eval_show(args) -> int:
     from backend.evaluation import refresh_eval_liveness
 
-    store = _store(args)
+    store = open_store(args)
     refresh_eval_liveness(store)
     ev = store.get_eval(args.eval_id)
     if args.json:
@@ -184,7 +182,7 @@ def cmd_eval_report(args) -> int:
 
     from backend.evaluation import resolve_eval_ref
 
-    store = _store(args)
+    store = open_store(args)
     ids = [resolve_eval_ref(store, ref) for ref in [args.a] + ([args.b] if args.b else [])]
     report = write_html(store, ids, args.html, overwrite=args.force, answers=answer_examples) if args.html is not None \
         else build_report(store, ids)
@@ -201,7 +199,7 @@ def cmd_eval_samples(args) -> int:
     from backend.eval_report import side_label
     from backend.heldout import filter_pairs, pairs_text, task_pairs
 
-    store = _store(args)
+    store = open_store(args)
     b = store.get_eval(args.eval_id)
     a = store.get_eval(args.vs) if args.vs else None
     pairs = task_pairs(store, args.eval_id, args.domain, vs=args.vs, sample=args.sample)
@@ -248,7 +246,7 @@ def _temperature(text: str) -> float:
     return value
 
 
-def register(ev: argparse._SubParsersAction, positive) -> None:
+def register(ev: argparse._SubParsersAction) -> None:
     """Add `run`, `list`, `show`, `report` and `samples` to the `rlwb eval` sub-command parser `ev`."""
     r = ev.add_parser("run", help="evaluate a model or checkpoint on held-out tasks (also: `rlwb eval MODEL ...`)")
     r.add_argument("model", help="a fetched model (smollm2-135m), a checkpoint directory, RUN_ID (its newest "
@@ -263,10 +261,10 @@ def register(ev: argparse._SubParsersAction, positive) -> None:
     r.add_argument("--max-new-tokens", type=positive, default=64, help="answer budget in tokens (default 64)")
     r.add_argument("--seed-offset", type=int, default=0, help="start this many seeds into the held-out range")
     r.add_argument("--seed", type=int, default=0, help="the engine's sampling seed (default 0)")
-    r.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="rollout engine (default vllm)")
+    r.add_argument("--engine", choices=ROLLOUT_ENGINES, default="vllm", help="rollout engine (default vllm)")
     r.add_argument("--no-context-sweep", action="store_true", help="skip the needle sweep for needle_haystack")
     r.add_argument("--context-budget", type=positive, default=None, help="retrieval domains: tokens of retrieved "
-                   "context per prompt (default: the run's, else 1536)")
+                   f"context per prompt (default: the run's, else {DEFAULT_BUDGET_TOKENS})")
     r.set_defaults(fn=cmd_eval_run)
     li = ev.add_parser("list", help="stored evaluations, newest first")
     li.add_argument("--limit", type=positive, default=50, help="how many (default 50)")

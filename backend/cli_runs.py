@@ -16,11 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
-
-def _store(args):
-    from backend.store import Store
-
-    return Store(args.db)
+from backend.cli_common import isolation_notice, open_store, positive
 
 
 def _rlwb(args) -> str:
@@ -53,12 +49,10 @@ def cmd_run(args) -> int:
     from backend.runs import launch, log_path, run_foreground
 
     cfg = load_config(args.config)  # validated before any run row exists
-    store = _store(args)
+    store = open_store(args)
     cfg = resolve_mix(cfg, store)  # pins the mix version the run records
     if cfg.needs_sandbox:
-        from backend.cli import _isolation_notice
-
-        _isolation_notice(cfg.sandbox_backend)
+        isolation_notice(cfg.sandbox_backend)
     if args.detach:
         run_id = launch(cfg, store)
         print(f"run {run_id} launched in the background (pid {store.get_run(run_id)['pid']}); log: "
@@ -96,7 +90,7 @@ def _checked_store(args):
     """The store, with runs whose process is gone marked failed first (`refresh_liveness`)."""
     from backend.runs import refresh_liveness
 
-    store = _store(args)
+    store = open_store(args)
     refresh_liveness(store)
     return store
 
@@ -147,7 +141,7 @@ def cmd_runs_show(args) -> int:
 def cmd_runs_stop(args) -> int:
     from backend.runs import stop
 
-    how = stop(_store(args), args.run_id)
+    how = stop(open_store(args), args.run_id)
     print(f"run {args.run_id}: " + ("SIGTERM sent; it marks itself stopped after the current step's writes"
                                     if how == "signalled" else "its process had already ended; marked stopped"))
     return 0
@@ -157,7 +151,7 @@ def cmd_runs_resume(args) -> int:
     from backend.config import RunConfig
     from backend.runs import log_path, resume, run_foreground
 
-    store = _store(args)
+    store = open_store(args)
     point = resume(store, args.run_id, background=args.detach)
     if args.detach:
         print(f"run {args.run_id} resumed in the background after step {point.step} (pid "
@@ -189,14 +183,14 @@ def cmd_runs_export(args) -> int:
 def cmd_runs_import(args) -> int:
     from backend.store_export import import_run
 
-    store = _store(args)
+    store = open_store(args)
     run_id, counts = import_run(store, args.file, new_id=args.new_id)
     print(f"run {run_id} imported: " + ", ".join(f"{n} {t}" for t, n in counts.items() if n)
           + f"; see it with `{_rlwb(args)} runs show {run_id}`")
     return 0
 
 
-def register(sub: argparse._SubParsersAction, positive) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """Add `run` and `runs` to the `rlwb` sub-command parser `sub`."""
     r = sub.add_parser("run", help="run a post-training job (foreground, or --detach for the background)")
     r.add_argument("config", help="run config YAML, e.g. configs/quickstart.yaml")

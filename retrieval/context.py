@@ -25,6 +25,9 @@ from backend.errors import ConfigError
 from retrieval.chunking import count_tokens
 
 ORDERS = ("document", "edges")
+#: The default context budget (summary + fragments, policy tokens; SmolLM2's window is 8192): the one owner
+#: that run configs, the long-document domains, evaluations, the needle sweep and the CLI read.
+DEFAULT_BUDGET_TOKENS = 1536
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _FIRST_SENTENCE = re.compile(r"\S.*?(?:[.!?](?=\s)|$)", re.DOTALL)
 

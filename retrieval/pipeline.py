@@ -45,7 +45,7 @@ import numpy as np
 
 from backend.errors import ConfigError, DocumentError
 from retrieval.chunking import Chunk, chunk_document
-from retrieval.context import ORDERS, Context, assemble, summarize
+from retrieval.context import DEFAULT_BUDGET_TOKENS, ORDERS, Context, assemble, summarize
 from retrieval.embeddings import Embedder
 from retrieval.index import DenseIndex, LexicalIndex
 
@@ -76,7 +76,7 @@ class RetrievalConfig:
     overlap_tokens: int = 24
     candidates: int = 50
     coarse_k: int = 20
-    budget_tokens: int = 1536
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS
     summary_tokens: int = 160
     order: str = "document"
     index_kind: str = "auto"

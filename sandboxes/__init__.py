@@ -13,11 +13,10 @@ asked for by name: asking for ``docker`` where no engine runs raises `SandboxUna
 
 from __future__ import annotations
 
+from backend.choices import SANDBOX_BACKENDS as BACKENDS
 from backend.errors import ConfigError
 from sandboxes.base import FileInfo, Sandbox
 from sandboxes.spec import ExecResult, SandboxSpec
-
-BACKENDS = ("docker", "local")
 
 __all__ = ["BACKENDS", "ExecResult", "FileInfo", "Sandbox", "SandboxSpec", "backend_status", "open_sandbox",
            "engine_containers", "sandbox_class"]

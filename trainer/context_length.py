@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from backend.errors import ConfigError
+from retrieval.context import DEFAULT_BUDGET_TOKENS
 
 DEFAULT_LENGTHS = (4_000, 16_000, 64_000, 256_000, 1_000_000)
 DEFAULT_DEPTHS = tuple(range(0, 101, 10))
@@ -56,7 +57,7 @@ class SweepConfig:
     lengths: list[int] = field(default_factory=lambda: list(DEFAULT_LENGTHS))
     depths: list[int] = field(default_factory=lambda: list(DEFAULT_DEPTHS))
     haystacks: int = 10
-    budget_tokens: int = 1536
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS
     window_tokens: int = 0
     model_needles: int = 1
     max_new_tokens: int = 24

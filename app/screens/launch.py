@@ -15,6 +15,7 @@ import streamlit as st
 
 from app.common import db_path, get_store, load_runs
 from backend import launching
+from backend.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
 from backend.domains import domain_names
 from backend.errors import RunNotFound, WorkbenchError
 from backend.runs import launch
@@ -60,8 +61,7 @@ def render() -> None:
         model_path = c1.text_input("Checkpoint directory (with “Other”)", key="launch_model_path",
                                    placeholder="/path/to/a/save_pretrained/directory")
         slots["model"] = c1.empty()
-        algorithm = c2.selectbox("Algorithm", ["grpo", "dr_grpo", "rloo"],
-                                 index=["grpo", "dr_grpo", "rloo"].index(values.get("algorithm", "grpo")),
+        algorithm = c2.selectbox("Algorithm", ALGORITHMS, index=ALGORITHMS.index(values.get("algorithm", "grpo")),
                                  key="launch_algorithm",
                                  help="grpo: group-normalised advantages; dr_grpo: mean-centred only; "
                                       "rloo: leave-one-out baseline")
@@ -105,13 +105,12 @@ def render() -> None:
                 got[field] = col.number_input(label, value=int(default), step=step, key=f"launch_{field}")
             slots[field] = col.empty()
         e1, e2 = st.columns(2)
-        engines = ["vllm", "hf"]
-        rollout_engine = e1.selectbox("Rollout engine", engines, index=engines.index(values.get("rollout_engine", "vllm")),
+        rollout_engine = e1.selectbox("Rollout engine", ROLLOUT_ENGINES,
+                                      index=ROLLOUT_ENGINES.index(values.get("rollout_engine", "vllm")),
                                       key="launch_rollout_engine", help="vllm (default) or hf (transformers generate)")
         slots["rollout_engine"] = e1.empty()
-        backends = ["docker", "local"]
-        sandbox_backend = e2.selectbox("Sandbox backend", backends,
-                                       index=backends.index(values.get("sandbox_backend", "docker")),
+        sandbox_backend = e2.selectbox("Sandbox backend", SANDBOX_BACKENDS,
+                                       index=SANDBOX_BACKENDS.index(values.get("sandbox_backend", "docker")),
                                        key="launch_sandbox_backend",
                                        help="docker, or local (bubblewrap; weaker isolation) for sandboxed domains")
         slots["sandbox_backend"] = e2.empty()

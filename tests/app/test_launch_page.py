@@ -118,3 +118,12 @@ def test_clone_fills_the_form_from_a_run(filled_db, monkeypatch):
     assert at.text_input(key="launch_name").value == "demo-clone"
     assert at.number_input(key="launch_group_size").value == 4  # the demo run's config
     assert "Cloned from run" in "\n".join(c.value for c in at.caption)
+
+
+def test_the_form_offers_the_choice_lists_of_their_one_owner(filled_db, monkeypatch):
+    from backend.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
+
+    at = _page(filled_db, monkeypatch, "screens/launch.py")
+    for key, owner in [("launch_algorithm", ALGORITHMS), ("launch_rollout_engine", ROLLOUT_ENGINES),
+                       ("launch_sandbox_backend", SANDBOX_BACKENDS)]:
+        assert at.selectbox(key=key).options == list(owner), key

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backend.choices import ROLLOUT_ENGINES as ENGINE_KINDS
 from backend.errors import EngineError
 from trainer.rollout.base import RolloutEngine
-
-ENGINE_KINDS = ("vllm", "hf")
 
 __all__ = ["ENGINE_KINDS", "RolloutEngine", "open_engine", "open_run_engine"]
 
