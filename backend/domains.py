@@ -445,7 +445,7 @@ def _gsm_symbolic_item(ds: Any, seed: int, level: int) -> dict:
     return item
 
 
-TIMES_TABLE = (2, 12)  # products level 1: both factors in this range (inclusive)
+TIMES_TABLE = (2, 9)  # products level 1: both factors in this range (inclusive)
 
 
 def _times_table_entry(seed: int, attempt: int) -> dict:
@@ -464,9 +464,9 @@ def _times_table_entry(seed: int, attempt: int) -> dict:
 
 def _products_item(ds: Any, seed: int, level: int) -> dict:
     """The products item of `seed` on its side of the question split (`draw_on_side`, one
-    question in 2 held out): level 1 has only 121 distinct questions (`_times_table_entry`),
+    question in 2 held out): level 1 has only 64 distinct questions (`_times_table_entry`),
     so without the split most held-out questions would also be training questions, and
-    with the usual one in 5 only about 24 would be held out. Above level 1, attempt 0 is
+    with the usual one in 5 only about 13 would be held out. Above level 1, attempt 0 is
     `ds[seed]`, attempt a > 0 `ds[seed * MAX_SIDE_DRAWS + a]`."""
     if level == 1:
         draw = functools.partial(_times_table_entry, seed)
@@ -508,7 +508,7 @@ def _hand_made() -> dict[str, Domain]:
         Domain(
             name="products",
             family="arithmetic",
-            description="Multiply integers (the times table from 2 to 12 at level 1).",
+            description="Multiply integers (the times table from 2 to 9 at level 1).",
             # level 1's tasks are `_times_table_entry`'s (the config only builds the verifier);
             # levels 3-5 are reasoning-gym's curriculum levels 0, 2 and 4
             levels={
@@ -518,7 +518,7 @@ def _hand_made() -> dict[str, Domain]:
                 4: dict(min_terms=4, max_terms=5, min_digits=3, max_digits=4),
                 5: dict(min_terms=6, max_terms=7, min_digits=5, max_digits=6),
             },
-            level_notes={1: "2 terms, each 2-12", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
+            level_notes={1: "2 terms, each 2-9", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
                          4: "4-5 terms, 3-4 digits", 5: "6-7 terms, 5-6 digits"},
             generate=_products_item,
         ),
