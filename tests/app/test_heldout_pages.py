@@ -93,9 +93,10 @@ def test_a_held_out_link_opens_the_answers_before_and_after_side_by_side(tmp_pat
     assert len(table) == 12 and {"answer A", "answer B", "correct A", "correct B", "reference"} <= set(table.columns)
     first = table.iloc[0]
     assert first["answer A"] == "0" and first["answer B"] == first["reference"] and first["correct B"] == "right"
-    shown = _completions(at)  # the question, then A's and B's completions of the same task
-    assert shown[0].startswith("State the final answer") and shown[1:] == [
+    shown = _completions(at)  # the question, the prompt's messages, then A's and B's completions of the same task
+    assert shown[0].startswith("State the final answer") and shown[2:] == [
         "Let me think.\nAnswer: 0", f"Let me think.\nAnswer: {first['reference']}"]
+    assert shown[1].startswith("system: ") and f"user: {shown[0]}\n" in shown[1]
     assert f"seed {first['seed']}" in _texts(at)
 
     at.selectbox(key="eval_answers_filter").select("wrong after").run()
