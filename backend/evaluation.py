@@ -319,8 +319,8 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
 
     from backend.domains import get_domain
     from backend.models import context_window
-    from trainer.episodes import maybe_runtime
     from trainer.loop import engine_options
+    from trainer.placement import maybe_runtime
     from trainer.scoring import rollout
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)

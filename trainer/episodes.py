@@ -21,7 +21,6 @@ Not covered: asynchronous (off-policy) overlap of generation and sandbox work.
 
 from __future__ import annotations
 
-import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -281,21 +280,3 @@ def _end_for_length(ep: _Episode, reason: str) -> None:
         if result is not None:
             ep.reward, ep.check = result
     ep.done, ep.finish = True, "length"
-
-
-@contextlib.contextmanager
-def maybe_runtime(cfg):
-    """A `SandboxRuntime` when the mix needs sandboxes, else None; closed on exit. With
-    ``scheduler: ray`` its pool is spread over Ray sandbox workers (`trainer.ray_scheduler`)."""
-    runtime = None
-    if cfg.needs_sandbox and cfg.scheduler == "ray":
-        from trainer.ray_scheduler import sandbox_runtime
-
-        runtime = sandbox_runtime(cfg, sandbox_spec(cfg))
-    elif cfg.needs_sandbox:
-        runtime = SandboxRuntime.open(cfg)
-    try:
-        yield runtime
-    finally:
-        if runtime is not None:
-            runtime.close()

@@ -44,11 +44,10 @@ from backend.errors import ModelNotFound
 from backend.models import resolve_model
 from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trainer_state
 from trainer.curriculum import Curriculum
-from trainer.episodes import maybe_runtime
 from trainer.evaluate import evaluate_samples, record_heldout
 from trainer.learner import DeepSpeedLearner
 from trainer.pipeline import StepPipeline
-from trainer.rollout import open_run_engine
+from trainer.placement import maybe_runtime, open_run_engine
 from trainer.window import run_window
 
 StepCallback = Callable[[int, dict[str, float]], None]

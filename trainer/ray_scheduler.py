@@ -51,6 +51,7 @@ import socket
 import sys
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 import torch
 
@@ -62,6 +63,7 @@ from backend.errors import (
     WorkbenchError,
 )
 from sandboxes.pool import SandboxPool
+from trainer.rollout import open_engine
 from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
 from trainer.types import Completion
 
@@ -233,10 +235,6 @@ class RolloutWorker:
         Raises:
             EngineError: the model is missing on this node or the engine failed to start.
         """
-        from pathlib import Path
-
-        from trainer.rollout import open_engine
-
         if not Path(model_path).is_dir():
             raise EngineError(f"model {model_path} is not on node {socket.gethostname()}; put it at the same path "
                               "on every rollout node (a shared filesystem, or `rlwb models fetch` there)")
@@ -582,15 +580,3 @@ class RaySandboxPool:
                 ray.get(a.close.remote(), timeout=120)
             ray.kill(a)
         disconnect()
-
-
-def sandbox_runtime(cfg, spec):
-    """A `trainer.episodes.SandboxRuntime` whose pool is a `RaySandboxPool` of the run's
-    backend, size and workers, with the unchanged `sandboxes.pool.Scheduler` on top."""
-    from sandboxes.pool import Scheduler
-    from trainer.episodes import SandboxRuntime
-
-    pool = RaySandboxPool.open(cfg.sandbox_backend, spec, cfg.sandbox_pool_size, cfg.sandbox_workers,
-                               cfg.ray_address)
-    return SandboxRuntime(pool, Scheduler(pool))
-
