@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from backend.errors import ConfigError, SandboxError
+from sandboxes.pool import SandboxPool, Scheduler
+from sandboxes.spec import SandboxSpec
 from trainer.types import Completion, Sample
 
 _SENTINEL = "RLWB_TURN_SENTINEL_5f2c"
@@ -44,8 +46,6 @@ class SandboxRuntime:
         Raises:
             SandboxUnavailable: the backend can't run here (never replaced silently).
         """
-        from sandboxes.pool import SandboxPool, Scheduler
-
         pool = SandboxPool(cfg.sandbox_backend, sandbox_spec(cfg), size=cfg.sandbox_pool_size).start()
         return cls(pool, Scheduler(pool))
 
@@ -56,8 +56,6 @@ class SandboxRuntime:
 
 def sandbox_spec(cfg):
     """The `SandboxSpec` of a run's sandboxes (memory, command and episode time limits)."""
-    from sandboxes.spec import SandboxSpec
-
     return SandboxSpec(memory_mb=cfg.sandbox_memory_mb, command_timeout_s=cfg.command_timeout_s,
                        episode_timeout_s=max(60.0, cfg.command_timeout_s * (cfg.max_turns + 2)))
 

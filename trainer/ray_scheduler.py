@@ -50,6 +50,7 @@ import queue
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -62,6 +63,7 @@ from backend.errors import (
     SandboxError,
     WorkbenchError,
 )
+from backend.models import context_window
 from sandboxes.pool import SandboxPool
 from trainer.rollout import open_engine
 from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
@@ -84,7 +86,7 @@ _owned = False  # ray.init was called here (not by the caller), so the last user
 def _ray():
     """The ray module, or ConfigError naming the fix."""
     try:
-        import ray
+        import ray  # optional (scheduler: ray only), and slow to import
     except ImportError as e:
         raise ConfigError(f"scheduler: ray needs the ray package ({e}); install it with `pip install ray` (the "
                           "same version on every node of the cluster) or set scheduler: local") from None
@@ -170,7 +172,7 @@ def _get(refs, what: str, error: type[WorkbenchError], timeout: float | None = N
 
 def _where() -> dict:
     """Where the calling actor runs: node id, IP, hostname, pid."""
-    import ray
+    import ray  # optional (scheduler: ray only), and slow to import
 
     return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
             "hostname": socket.gethostname(), "pid": os.getpid()}
@@ -305,8 +307,6 @@ class RayRolloutEngine(RolloutEngine):
         if kw.get("max_model_len") is not None:  # vLLM workers; hf workers hold the model's positions
             engine.window = kw["max_model_len"]
         else:
-            from backend.models import context_window
-
             engine.window = context_window(model_path, default=0) or None
         return engine
 
@@ -377,15 +377,11 @@ class SandboxWorker:
         Raises:
             SandboxUnavailable, SandboxError: the backend can't run on this node.
         """
-        from sandboxes.pool import SandboxPool
-
         self.pool = SandboxPool(backend, spec, size=size).start()
         return {**_where(), "isolation": self.pool.isolation}
 
     def acquire(self, timeout_s: float | None, clean: bool) -> tuple[str, str]:
         """Lease a sandbox; returns (key, sandbox id)."""
-        import uuid
-
         sb = self.pool.acquire(timeout_s, clean)
         key = uuid.uuid4().hex
         with self._lock:
