@@ -8,8 +8,8 @@ as jobs on the run's sandbox scheduler. Multi-turn tasks are played as episodes
 (`trainer.episodes.rollout_episodes`). A prompt too long for the engine's window is never
 sent: its samples carry the fault "context".
 
-Training (`trainer.pipeline`) and the in-run evaluation (`trainer.evaluate`) both roll out
-through here; `trainer.loop.train` stands above both.
+Training (`trainer.pipeline`), the in-run evaluation (`trainer.evaluate`) and `rlwb eval`
+(`backend.evaluation`) all roll out through here; `trainer.loop.train` stands above them.
 
 Not covered: advantages and zero-variance handling (`trainer.groups`), the step's metrics
 (`trainer.metrics`).
