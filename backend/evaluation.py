@@ -322,8 +322,9 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
 
     from backend.domains import get_domain
     from backend.models import context_window
-    from trainer.episodes import maybe_runtime
-    from trainer.loop import engine_options, rollout
+    from trainer.loop import engine_options
+    from trainer.placement import maybe_runtime
+    from trainer.scoring import rollout
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     rows: list[dict] = []
@@ -382,9 +383,9 @@ def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | 
     space (level-1 arithmetic has a few hundred questions) repeats questions under
     different seeds; the report shows the count. {} for a model without a run.
 
-    Prompts are rendered as training renders them (`trainer.loop.render_prompt`: the chat
+    Prompts are rendered as training renders them (`trainer.prompts.render_prompt`: the chat
     template, the context `budget` of retrieval domains) and compared whole."""
-    from trainer.loop import render_prompt
+    from trainer.prompts import render_prompt
 
     if run_id is None:
         return {}

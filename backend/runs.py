@@ -32,11 +32,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-import platformdirs
-
 from backend.config import RunConfig
 from backend.errors import WorkbenchError
+from backend.run_paths import run_dir
 from backend.store import Store
+from trainer.checkpoints import ResumePoint
 
 HEARTBEAT_S = 10.0  # a live run stamps heartbeat_at this often (seconds)
 LAPSE_S = 120.0  # a pending run with no process after this long is failed (seconds)
@@ -52,12 +52,6 @@ class RunStopped(KeyboardInterrupt):
 def _raise_stopped(signum, frame):  # pragma: no cover - exercised through a subprocess test
     raise RunStopped(f"by request (signal {signal.Signals(signum).name}: Stop on the page, "
                      "`rlwb runs stop` or kill)")
-
-
-def run_dir(output_dir: str | None, run_id: str) -> Path:
-    """A run's directory (checkpoints, ``run.log``): `output_dir` or the user data dir, per run."""
-    base = Path(output_dir) if output_dir else Path(platformdirs.user_data_dir("rlwb")) / "runs"
-    return base / run_id
 
 
 def log_path(store: Store, run_id: str) -> Path:
@@ -110,7 +104,7 @@ def run_foreground(cfg: RunConfig, store: Store,
         KeyboardInterrupt: after marking the run `stopped` (Ctrl-C or SIGTERM).
         Exception: whatever failed, after marking the run `failed` with its traceback.
     """
-    from trainer.loop import check_model_fits, train
+    from trainer.loop import check_model_fits, train  # torch-heavy: the page and the CLI import this module
 
     if run_id is None:
         check_model_fits(cfg)  # a model too small for the prompts fails before the run row exists
@@ -198,7 +192,7 @@ def launch(cfg: RunConfig, store: Store) -> str:
     Raises:
         ConfigError: a model too small for the prompts (checked before the run row exists).
     """
-    from trainer.loop import check_model_fits
+    from trainer.loop import check_model_fits  # torch-heavy: the page and the CLI import this module
 
     check_model_fits(cfg)
     run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
@@ -281,8 +275,6 @@ def resume(store: Store, run_id: str, background: bool = True):
             with trainer state (the message says to clone its config instead).
         ConfigError: the mix's prompts no longer fit the model's window (`check_model_fits`).
     """
-    from trainer.checkpoints import ResumePoint
-
     run = store.get_run(run_id)
     if run["status"] in ("pending", "running") and run_process_alive(run):
         raise WorkbenchError(f"run {run_id} is {run['status']}; stop it before resuming")
@@ -293,7 +285,7 @@ def resume(store: Store, run_id: str, background: bool = True):
         raise WorkbenchError(f"run {run_id} has no checkpoint to resume from (it stopped before its first one; "
                              "set checkpoint_every to save more often); clone its config to start it again")
     point = ResumePoint.latest(ckpts)
-    from trainer.loop import check_model_fits
+    from trainer.loop import check_model_fits  # torch-heavy: the page and the CLI import this module
 
     check_model_fits(RunConfig(**run["config"]))  # refused here, not in the worker after the claim
     # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
@@ -374,8 +366,6 @@ def _work_in(store: Store, run_id: str, resume_run: bool) -> int:
     cfg = RunConfig(**run["config"])
     point = None
     if resume_run:
-        from trainer.checkpoints import ResumePoint
-
         point = ResumePoint.latest(store.checkpoints(run_id))
         print(f"resuming {run_id} after step {point.step} from {point.path}", flush=True)
     try:

@@ -27,7 +27,7 @@ applies to completion tokens. With ``kl_coef > 0`` the frozen reference model's 
 counted too (a third: 2 N, 4 L H Q T, 2 V d). Padding, recomputation and the logits the
 padded path computes beyond the completions are not model FLOPs.
 
-Batches: real quickstart prompts (``configs/quickstart.yaml``'s mix, `trainer.loop.sample_tasks`
+Batches: real quickstart prompts (``configs/quickstart.yaml``'s mix, `trainer.groups.sample_tasks`
 and `render_prompt` with the chat template: 52-176 tokens), 8 completions each of random
 token ids with lengths drawn as in the recorded quickstart run (640 samples: 28% hit the
 64-token cap, 44% under 8 tokens, median 12).
@@ -103,7 +103,8 @@ def build_batches(cfg, tokenizer, steps: int, seed: int = 0) -> list[dict]:
     """
     import torch
 
-    from trainer.loop import render_prompt, sample_tasks
+    from trainer.groups import sample_tasks
+    from trainer.prompts import render_prompt
     from trainer.types import Completion, LearnerBatch, Sample
 
     rng = random.Random(seed)

@@ -19,7 +19,7 @@ from its prompt. These figures, taken from the scored samples of a step, say whi
     from trainer.audit import audit_metrics
     audit_metrics(samples)  # -> {"audit/modal_share/chain_sum": 0.75, ...}
 
-`trainer.loop.rollout_metrics` adds them to every step's metrics; `backend.audit_view`
+`trainer.metrics.rollout_metrics` adds them to every step's metrics; `backend.audit_view`
 pools them over a window of steps (from the stored trajectories) and raises the flags.
 
 Not covered: domains whose reward does not come from one extracted answer string (code,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from backend.config import RunConfig
 from backend.errors import ConfigError
+from backend.run_paths import run_dir
 
 if TYPE_CHECKING:  # trainer.curriculum imports torch through trainer.types
     from trainer.curriculum import Curriculum
@@ -108,9 +109,7 @@ def trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, 
 
 
 def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
-    """Where a run's checkpoints go: ``checkpoints`` in its `backend.runs.run_dir`."""
-    from backend.runs import run_dir
-
+    """Where a run's checkpoints go: ``checkpoints`` in its `backend.run_paths.run_dir`."""
     return run_dir(cfg.output_dir, run_id) / "checkpoints"
 
 

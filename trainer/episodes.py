@@ -21,11 +21,12 @@ Not covered: asynchronous (off-policy) overlap of generation and sandbox work.
 
 from __future__ import annotations
 
-import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from backend.errors import ConfigError, SandboxError
+from sandboxes.pool import SandboxPool, Scheduler
+from sandboxes.spec import SandboxSpec
 from trainer.types import Completion, Sample
 
 _SENTINEL = "RLWB_TURN_SENTINEL_5f2c"
@@ -45,8 +46,6 @@ class SandboxRuntime:
         Raises:
             SandboxUnavailable: the backend can't run here (never replaced silently).
         """
-        from sandboxes.pool import SandboxPool, Scheduler
-
         pool = SandboxPool(cfg.sandbox_backend, sandbox_spec(cfg), size=cfg.sandbox_pool_size).start()
         return cls(pool, Scheduler(pool))
 
@@ -57,8 +56,6 @@ class SandboxRuntime:
 
 def sandbox_spec(cfg):
     """The `SandboxSpec` of a run's sandboxes (memory, command and episode time limits)."""
-    from sandboxes.spec import SandboxSpec
-
     return SandboxSpec(memory_mb=cfg.sandbox_memory_mb, command_timeout_s=cfg.command_timeout_s,
                        episode_timeout_s=max(60.0, cfg.command_timeout_s * (cfg.max_turns + 2)))
 
@@ -281,21 +278,3 @@ def _end_for_length(ep: _Episode, reason: str) -> None:
         if result is not None:
             ep.reward, ep.check = result
     ep.done, ep.finish = True, "length"
-
-
-@contextlib.contextmanager
-def maybe_runtime(cfg):
-    """A `SandboxRuntime` when the mix needs sandboxes, else None; closed on exit. With
-    ``scheduler: ray`` its pool is spread over Ray sandbox workers (`trainer.ray_scheduler`)."""
-    runtime = None
-    if cfg.needs_sandbox and cfg.scheduler == "ray":
-        from trainer.ray_scheduler import sandbox_runtime
-
-        runtime = sandbox_runtime(cfg, sandbox_spec(cfg))
-    elif cfg.needs_sandbox:
-        runtime = SandboxRuntime.open(cfg)
-    try:
-        yield runtime
-    finally:
-        if runtime is not None:
-            runtime.close()

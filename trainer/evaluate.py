@@ -18,6 +18,7 @@ report computes them from the stored completions when they are wanted).
 from __future__ import annotations
 
 from backend.domains import heldout_tasks
+from trainer.scoring import rollout
 
 #: What an in-run evaluation's suite says about how it was sampled (`rlwb eval` samples
 #: `samples` completions per task at `temperature`; these figures are greedy pass@1).
@@ -38,8 +39,6 @@ def evaluate_samples(engine, tokenizer, domains: list[str], n: int, difficulty: 
         ConfigError: a level that is not one of its domain's levels.
         KeyError: `difficulty` is a dict without one of `domains`.
     """
-    from trainer.loop import rollout
-
     levels = difficulty if isinstance(difficulty, dict) else dict.fromkeys(domains, difficulty)
     tasks = [t for d in domains for t in heldout_tasks(d, [levels[d]], n)]
     return rollout(engine, tokenizer, tasks, 1, max_new_tokens, temperature=0.0, top_p=1.0,

@@ -11,7 +11,7 @@ wrong one. The run config's ``overlong`` says what to do with them (DAPO: Yu et 
 * keep: scored and trained like finished samples (nothing is recorded).
 * mask: DAPO's overlong filtering: the sample keeps its reward (reward metrics count it)
   but takes no part in its group's advantage statistics (advantage 0) and leaves the
-  learner batch (`trainer.loop.collect_groups`); ``breakdown["overlong"] = "masked"``.
+  learner batch (`trainer.groups.collect_groups`); ``breakdown["overlong"] = "masked"``.
 * penalize: its reward is replaced by 0, the failure reward, before advantages (and in
   the reward metrics); ``breakdown["overlong"] = "penalized"`` and
   ``breakdown["unpenalized_reward"]`` keeps the verifier's reward. The verifier's verdict

@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 
 from backend.config import RunConfig
 from trainer.curriculum import Curriculum
+from trainer.groups import StepGroups, collect_groups
+from trainer.metrics import rollout_metrics, sandbox_executions, sandbox_metrics
+from trainer.scoring import rollout
 from trainer.types import LearnerBatch, Sample
 
 
@@ -47,7 +50,7 @@ class StepRollout:
 
     Attributes:
         step: the training step these rollouts belong to.
-        groups: the step's groups after zero-variance handling (`trainer.loop.StepGroups`).
+        groups: the step's groups after zero-variance handling.
         policy_version: learner optimizer steps taken when the rollout began: the engine's
             weights are those of this many steps.
         seconds: wall-clock seconds of the whole rollout phase (generation + verification).
@@ -57,7 +60,7 @@ class StepRollout:
     """
 
     step: int
-    groups: object
+    groups: StepGroups
     policy_version: int
     seconds: float
     verify_seconds: float
@@ -67,9 +70,7 @@ class StepRollout:
 
 def roll(cfg: RunConfig, engine, tokenizer, rng: random.Random, step: int, runtime=None,
          curriculum: Curriculum | None = None, policy_version: int = 0) -> StepRollout:
-    """Sample a step's tasks, roll them out and score them (see `trainer.loop.collect_groups`)."""
-    from trainer.loop import collect_groups, rollout, sandbox_executions, sandbox_metrics
-
+    """Sample a step's tasks, roll them out and score them (see `trainer.groups.collect_groups`)."""
     t0 = time.perf_counter()
     timings = {"verify": 0.0}
 
@@ -182,8 +183,6 @@ class StepPipeline:
         return metrics
 
     def _metrics(self, rolled: StepRollout, learn: dict[str, float], staleness: int) -> dict[str, float]:
-        from trainer.loop import rollout_metrics
-
         got = rolled.groups
         gen_seconds = rolled.seconds - rolled.verify_seconds
         gen_tokens = sum(sum(s.completion.mask or [1] * len(s.completion.token_ids)) for s in got.rolled)

@@ -50,7 +50,9 @@ import queue
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Iterable
+from pathlib import Path
 
 import torch
 
@@ -61,7 +63,9 @@ from backend.errors import (
     SandboxError,
     WorkbenchError,
 )
+from backend.models import context_window
 from sandboxes.pool import SandboxPool
+from trainer.rollout import open_engine
 from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
 from trainer.types import Completion
 
@@ -82,7 +86,7 @@ _owned = False  # ray.init was called here (not by the caller), so the last user
 def _ray():
     """The ray module, or ConfigError naming the fix."""
     try:
-        import ray
+        import ray  # optional (scheduler: ray only), and slow to import
     except ImportError as e:
         raise ConfigError(f"scheduler: ray needs the ray package ({e}); install it with `pip install ray` (the "
                           "same version on every node of the cluster) or set scheduler: local") from None
@@ -168,7 +172,7 @@ def _get(refs, what: str, error: type[WorkbenchError], timeout: float | None = N
 
 def _where() -> dict:
     """Where the calling actor runs: node id, IP, hostname, pid."""
-    import ray
+    import ray  # optional (scheduler: ray only), and slow to import
 
     return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
             "hostname": socket.gethostname(), "pid": os.getpid()}
@@ -233,10 +237,6 @@ class RolloutWorker:
         Raises:
             EngineError: the model is missing on this node or the engine failed to start.
         """
-        from pathlib import Path
-
-        from trainer.rollout import open_engine
-
         if not Path(model_path).is_dir():
             raise EngineError(f"model {model_path} is not on node {socket.gethostname()}; put it at the same path "
                               "on every rollout node (a shared filesystem, or `rlwb models fetch` there)")
@@ -307,8 +307,6 @@ class RayRolloutEngine(RolloutEngine):
         if kw.get("max_model_len") is not None:  # vLLM workers; hf workers hold the model's positions
             engine.window = kw["max_model_len"]
         else:
-            from backend.models import context_window
-
             engine.window = context_window(model_path, default=0) or None
         return engine
 
@@ -379,15 +377,11 @@ class SandboxWorker:
         Raises:
             SandboxUnavailable, SandboxError: the backend can't run on this node.
         """
-        from sandboxes.pool import SandboxPool
-
         self.pool = SandboxPool(backend, spec, size=size).start()
         return {**_where(), "isolation": self.pool.isolation}
 
     def acquire(self, timeout_s: float | None, clean: bool) -> tuple[str, str]:
         """Lease a sandbox; returns (key, sandbox id)."""
-        import uuid
-
         sb = self.pool.acquire(timeout_s, clean)
         key = uuid.uuid4().hex
         with self._lock:
@@ -582,15 +576,3 @@ class RaySandboxPool:
                 ray.get(a.close.remote(), timeout=120)
             ray.kill(a)
         disconnect()
-
-
-def sandbox_runtime(cfg, spec):
-    """A `trainer.episodes.SandboxRuntime` whose pool is a `RaySandboxPool` of the run's
-    backend, size and workers, with the unchanged `sandboxes.pool.Scheduler` on top."""
-    from sandboxes.pool import Scheduler
-    from trainer.episodes import SandboxRuntime
-
-    pool = RaySandboxPool.open(cfg.sandbox_backend, spec, cfg.sandbox_pool_size, cfg.sandbox_workers,
-                               cfg.ray_address)
-    return SandboxRuntime(pool, Scheduler(pool))
-

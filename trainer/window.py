@@ -25,7 +25,7 @@ that names the domain, the level, the token counts and the levels that do fit.
 
 A sample is not a proof: a task longer than every measured one can still come up. The
 rollout therefore checks every prompt against the engine's window as well
-(`trainer.loop.rollout`) and records a group that doesn't fit as a ``context`` fault,
+(`trainer.scoring.rollout`) and records a group that doesn't fit as a ``context`` fault,
 never trained on, rather than crashing the run or shortening its answers.
 
 Not covered: the window of a Ray cluster's engines is the one asked for here; nothing
@@ -90,7 +90,7 @@ def prompt_token_counts(tokenizer, domain: str, level: int, n: int = PROMPT_SAMP
                         heldout: int = 0) -> list[int]:
     """Prompt lengths of a domain level in `tokenizer`'s tokens, after its chat template.
 
-    Single-turn domains: the prompt a rollout sends (`trainer.loop.render_prompt`);
+    Single-turn domains: the prompt a rollout sends (`trainer.prompts.render_prompt`);
     multi-turn domains: the episode's opening prompt (`trainer.episodes.episode_prompt`).
     Memoised per (tokenizer, domain, level, n, heldout) in this process.
 

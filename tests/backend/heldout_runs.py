@@ -47,7 +47,7 @@ def scripted_samples(domains, n: int, reply, level: int = 1) -> list[Sample]:
 
 
 def scripted_rollout(reply):
-    """A stand-in for `trainer.loop.rollout` (same arguments) whose model replies `reply(task)`."""
+    """A stand-in for `trainer.scoring.rollout` (same arguments) whose model replies `reply(task)`."""
     def rollout(engine, tokenizer, tasks, group_size, *args, **kwargs):
         assert group_size == 1
         return scored(tasks, reply)

@@ -156,7 +156,7 @@ def test_seen_in_training_counts_prompts_the_run_sampled_exactly(tmp_path, tiny_
     from backend.domains import get_domain
     from backend.evaluation import seen_in_training
     from tests.backend.test_store import make_samples
-    from trainer.loop import render_prompt
+    from trainer.prompts import render_prompt
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     store = Store(tmp_path / "s.db")

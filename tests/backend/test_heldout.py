@@ -23,13 +23,14 @@ def test_the_loops_evaluation_stores_every_completion_as_an_evaluation(tmp_path,
     """`run_evaluation` (what `train` calls before, every `eval_every` steps and after)
     stores an evaluation of its phase with one greedy sample per task and its completion,
     and the aggregates the curves use agree with them."""
+    import trainer.evaluate
     import trainer.loop
 
     cfg = run_config(tasks=5)
     with Store(tmp_path / "wb.db") as store:
         rid = store.create_run("r", cfg.model_dump(mode="json"), total_steps=cfg.steps)
         for phase, reply in (("before", before), ("step-2", before), ("after", after)):
-            monkeypatch.setattr(trainer.loop, "rollout", scripted_rollout(reply))
+            monkeypatch.setattr(trainer.evaluate, "rollout", scripted_rollout(reply))
             trainer.loop.run_evaluation(None, None, cfg, store, rid, phase, f"model {phase}")
         evals = store.list_evals(run_id=rid)
         assert sorted((e["phase"], e["step"]) for e in evals) == [("after", 4), ("before", 0), ("step-2", 2)]

@@ -1,7 +1,7 @@
 """Evaluation tasks are never training tasks: seeds and, for domains that draw from a
 finite set of items, the items themselves.
 
-The training side is drawn through the real sampler (`trainer.loop.sample_tasks`, full
+The training side is drawn through the real sampler (`trainer.groups.sample_tasks`, full
 tasks, no shortcut); the evaluation side is what `trainer.evaluate.evaluate` builds, with
 its rollout replaced by one that records the tasks. Finite-item domains: the pooled
 reasoning-gym generators (acre, list_functions, word_ladder), humaneval (164 problems) and
@@ -42,7 +42,7 @@ def _mix() -> RunConfig:
 
 def _evaluation_tasks(monkeypatch, domain: str, level: int, n: int) -> list:
     """The tasks `trainer.evaluate.evaluate` scores for `domain` at `level` (n per domain)."""
-    import trainer.loop
+    import trainer.evaluate
     from trainer.evaluate import evaluate
 
     seen = []
@@ -51,14 +51,14 @@ def _evaluation_tasks(monkeypatch, domain: str, level: int, n: int) -> list:
         seen.extend(tasks)
         return []
 
-    monkeypatch.setattr(trainer.loop, "rollout", record)
+    monkeypatch.setattr(trainer.evaluate, "rollout", record)
     evaluate(None, None, [domain], n, difficulty={domain: level})
     return seen
 
 
 @pytest.fixture(scope="module")
 def training_tasks():
-    from trainer.loop import sample_tasks
+    from trainer.groups import sample_tasks
 
     return sample_tasks(_mix(), random.Random(20240611), N_TRAIN)
 

@@ -97,7 +97,7 @@ def _kill_then_resume(store: Store, run_id: str, cfg) -> dict:
     import random
 
     from backend.runs import refresh_liveness, resume
-    from trainer.loop import sample_tasks
+    from trainer.groups import sample_tasks
 
     assert store.get_run(run_id)["pid"]  # the worker's pid is on the row at once
     run = _wait(store, run_id, lambda r: store.checkpoints(run_id) or r["status"] in ("failed", "completed"),

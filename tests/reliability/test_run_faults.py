@@ -54,7 +54,7 @@ def _check_complete_run(store: Store, run_id: str, cfg, fault, kept_before: set[
     and every row kept before the fault still there (else counted as lost)."""
     from safetensors import safe_open
 
-    from trainer.loop import sample_tasks
+    from trainer.groups import sample_tasks
 
     rows = store.trajectories(run_id, limit=10_000)
     after = _rows_key(rows)

@@ -66,7 +66,7 @@ def test_copied_means_a_whole_token_of_the_prompt(answer, prompt, expected):
 
 
 def test_rollout_metrics_carry_the_audit():
-    from trainer.loop import rollout_metrics
+    from trainer.metrics import rollout_metrics
 
     m = rollout_metrics(_step())
     assert m["audit/modal_share/chain_sum"] == pytest.approx(4 / 7)

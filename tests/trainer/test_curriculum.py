@@ -9,9 +9,10 @@ import pytest
 from backend.config import RunConfig, parse_config
 from backend.errors import ConfigError
 from backend.store import Store
-from trainer import loop
+from trainer import pipeline
 from trainer.curriculum import Curriculum
-from trainer.loop import collect_groups, sample_tasks, train_step
+from trainer.groups import collect_groups, sample_tasks
+from trainer.loop import train_step
 from trainer.types import Completion, Sample
 
 G = 4
@@ -211,7 +212,7 @@ class RefusingEngine:
 def test_a_step_with_every_group_skipped_records_but_does_not_learn(tmp_path, monkeypatch):
     cfg = _cfg("skip", curriculum=True, curriculum_window=4)
     script = ScriptedPlay([["zero"] * 4])
-    monkeypatch.setattr(loop, "rollout", lambda engine, tok, tasks, *a, **kw: script(tasks))
+    monkeypatch.setattr(pipeline, "rollout", lambda engine, tok, tasks, *a, **kw: script(tasks))
     cur = Curriculum.from_config(cfg)
     with Store(tmp_path / "t.db") as store:
         rid = store.create_run("skip", cfg.model_dump(), total_steps=1)

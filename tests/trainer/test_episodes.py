@@ -8,7 +8,7 @@ import pytest
 
 from backend.domains import get_domain
 from trainer.episodes import SandboxRuntime, observation_ids, rollout_episodes
-from trainer.loop import assign_advantages
+from trainer.groups import assign_advantages
 from trainer.rollout.base import RolloutEngine
 from trainer.types import Completion, LearnerBatch
 
@@ -118,10 +118,11 @@ def test_a_container_dying_mid_episode_is_a_harness_fault_not_a_zero(tokenizer, 
 
 
 def test_an_episode_whose_opening_prompt_fills_the_window_is_a_context_fault_not_a_zero(tokenizer):
-    # As a single-turn prompt over the window (trainer.loop.rollout): never sent, so never
+    # As a single-turn prompt over the window (trainer.scoring.rollout): never sent, so never
     # scored as the model's failure (accuracy, curriculum) nor trained on; before, it was
     # "played" with no turn and scored 0.
-    from trainer.loop import collect_groups, rollout_metrics
+    from trainer.groups import collect_groups
+    from trainer.metrics import rollout_metrics
 
     task = get_domain("tool_sql").make_task(5, 2)
     engine = ScriptedEngine(tokenizer, [["hello"] * 4] * 2)

@@ -10,7 +10,7 @@ import pytest
 from backend.config import parse_config
 from backend.store import Store
 from trainer.checkpoints import ResumePoint
-from trainer.loop import sample_tasks
+from trainer.groups import sample_tasks
 from trainer.pipeline import StepPipeline
 
 STEPS = 4

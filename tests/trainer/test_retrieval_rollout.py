@@ -9,7 +9,7 @@ from backend.errors import ConfigError
 from backend.long_docs import Needle, needle_task
 from backend.store import Store
 from trainer.context_length import SweepConfig, run_sweep
-from trainer.loop import rollout
+from trainer.scoring import rollout
 from trainer.rollout import open_engine
 
 

@@ -1,5 +1,5 @@
 """Streaming verification: the engine hands each prompt's group over as soon as it is
-done (`RolloutEngine.generate`'s ``on_group``), and `trainer.loop.rollout` scores it, or
+done (`RolloutEngine.generate`'s ``on_group``), and `trainer.scoring.rollout` scores it, or
 submits its sandbox jobs, while other groups still generate. Real engines on the tiny
 model, real Docker sandboxes running humaneval's tests."""
 
@@ -11,7 +11,8 @@ import pytest
 
 from backend.domains import get_domain
 from tests.trainer.test_episodes import docker_runtime
-from trainer.loop import render_prompt, rollout
+from trainer.prompts import render_prompt
+from trainer.scoring import rollout
 from trainer.rollout import open_engine
 
 

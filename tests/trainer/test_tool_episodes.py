@@ -8,7 +8,8 @@ import pytest
 
 from backend.domains import get_domain
 from trainer.episodes import episode_prompt, observation_ids, rollout_episodes
-from trainer.loop import assign_advantages, rollout_metrics
+from trainer.groups import assign_advantages
+from trainer.metrics import rollout_metrics
 
 from tests.trainer.test_episodes import ScriptedEngine
 

@@ -12,7 +12,9 @@ from backend.domains import get_domain
 from backend.errors import ConfigError
 from backend.store import Store
 from tests.backend.test_runs import record_checkpoint
-from trainer.loop import collect_groups, rollout, rollout_metrics
+from trainer.groups import collect_groups
+from trainer.metrics import rollout_metrics
+from trainer.scoring import rollout
 from trainer.tiny import with_window
 from trainer.window import (DEFAULT_WINDOW_TOKENS, PROMPT_SAMPLE_TASKS, prompt_lengths, prompt_token_counts,
                             run_window)

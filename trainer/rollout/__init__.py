@@ -1,6 +1,5 @@
-"""Rollout engines: `open_engine("vllm" | "hf", model_path)` returns a `RolloutEngine`;
-`open_run_engine(cfg, model_path)` the one a run's config asks for (local, or Ray actors
-with ``scheduler: ray``, `trainer.ray_scheduler`).
+"""Rollout engines: `open_engine("vllm" | "hf", model_path)` returns a `RolloutEngine` in
+this process (the one a run's config asks for, local or on Ray: `trainer.placement.open_run_engine`).
 
 Engines are imported lazily, so importing this package never imports vllm or loads a model.
 """
@@ -13,7 +12,7 @@ from backend.choices import ROLLOUT_ENGINES as ENGINE_KINDS
 from backend.errors import EngineError
 from trainer.rollout.base import RolloutEngine
 
-__all__ = ["ENGINE_KINDS", "RolloutEngine", "open_engine", "open_run_engine"]
+__all__ = ["ENGINE_KINDS", "RolloutEngine", "open_engine"]
 
 
 def open_engine(kind: str, model_path: str | Path, seed: int = 0, dtype: str = "float32",
@@ -48,24 +47,3 @@ def open_engine(kind: str, model_path: str | Path, seed: int = 0, dtype: str = "
 
         return HFEngine(model_path, seed=seed, dtype=dtype, **kw)
     raise EngineError(f"unknown rollout engine {kind!r}; use one of {ENGINE_KINDS}")
-
-
-def open_run_engine(cfg, model_path: str | Path, **kw) -> RolloutEngine:
-    """The rollout engine of a run: `open_engine(cfg.rollout_engine, ...)` in this process,
-    or with ``scheduler: ray`` a `trainer.ray_scheduler.RayRolloutEngine` over
-    ``cfg.rollout_workers`` workers on the cluster at ``cfg.ray_address``.
-
-    Args:
-        cfg: the run's `backend.config.RunConfig` (engine, seed, dtype, scheduler fields).
-        **kw: engine options (`trainer.loop.engine_options`).
-
-    Raises:
-        EngineError: as `open_engine`, or a Ray worker failed to start.
-        ConfigError: scheduler: ray without Ray, or an unreachable ray_address.
-    """
-    if cfg.scheduler == "ray":
-        from trainer.ray_scheduler import RayRolloutEngine
-
-        return RayRolloutEngine.open(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype,
-                                     workers=cfg.rollout_workers, address=cfg.ray_address, **kw)
-    return open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **kw)
