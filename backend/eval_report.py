@@ -302,6 +302,26 @@ def headline_rows(report: dict) -> list[dict]:
     return _grouped_rows(report, "domains", "domain") if report["sides"] else []
 
 
+def summary_sentence(report: dict) -> str:
+    """One sentence on what the report shows and what it does not, from the headline's
+    per-domain verdicts: where the model gains beyond its best baseline (interval above 0)
+    and where it does not, naming the baseline. "" for an empty report.
+
+        "B gains beyond the best baseline on 2 of 3 domains (basic_arithmetic, chain_sum);
+        not on products (no gain beyond answering '24' every time)."
+    """
+    rows = [r for r in headline_rows(report) if not str(r["domain"]).startswith("all ")]
+    if not rows:
+        return ""
+    who = "B" if len(report["sides"]) == 2 else "The model"
+    good = [r["domain"] for r in rows if r["verdict"] == "improvement"]
+    other = [f"{r['domain']} ({r['verdict']})" for r in rows if r["verdict"] != "improvement"]
+    head = f"{who} gains beyond the best baseline on {len(good)} of {len(rows)} domains"
+    if good:
+        head += f" ({', '.join(good)})"
+    return head + (f"; not on {', '.join(other)}." if other else ".")
+
+
 def family_rows(report: dict) -> list[dict]:
     """The headline's columns per domain family (and an "all families" row)."""
     return _grouped_rows(report, "families", "family") if report["sides"] else []
@@ -374,7 +394,7 @@ def headline_text(report: dict) -> str:
     if not rows:
         return "No completed evaluations to report."
     cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = [summary_sentence(report), "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     notes = list(report["warnings"]) + [BASELINE_NOTE]
     if any(r.get("verdict") == "too few tasks" for r in rows):
@@ -452,7 +472,7 @@ p.warning { background: #fff3cd; padding: 0.5em; border-left: 4px solid #e0a800;
 {% for w in warnings %}<p class="warning">{{ w }}</p>{% endfor %}
 {% if not sides %}<p>No evaluations in this report.</p>{% else %}
 <h2>Evaluations</h2>{{ table(sides) }}
-<h2>Headline</h2>{{ table(headline) }}
+<h2>Headline</h2><p><strong>{{ summary }}</strong></p>{{ table(headline) }}
 <p class="meta">{{ baseline_note }}</p>
 {% if baselines %}<h2>Baselines</h2>
 <p class="meta">Per domain, on the held-out tasks played: the constant answer and the rule copying from the
@@ -510,6 +530,7 @@ def report_html(report: dict, answers: list[tuple[str, list[dict]]] | None = Non
         title=report_title(report), written=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         resamples=report["resamples"] if report["sides"] else 0, compared=report["comparison"] is not None,
         warnings=report["warnings"], sides=side_rows(report), headline=headline_rows(report),
+        summary=summary_sentence(report),
         deltas=delta_rows(report), families=family_rows(report), baselines=baselines_table(report),
         baseline_note=BASELINE_NOTE, capabilities=capability_rows(report),
         per_domain=[(f"{t} {s['label']}".strip(), domain_rows(report, i))

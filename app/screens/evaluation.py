@@ -91,6 +91,7 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
         st.warning(w)
     st.dataframe(er.side_rows(report), hide_index=True, key="eval_sides")
     st.subheader("Headline")
+    st.markdown(f"**{er.summary_sentence(report)}**")
     st.caption("pass@1 with its 95% bootstrap interval over tasks" + (
         "; Δ is B − A paired over the shared tasks, in percentage points; a regression's whole interval "
         f"lies below 0; under {MIN_TASKS_FOR_VERDICT} shared tasks there is no verdict (\"too few tasks\")"

@@ -99,6 +99,8 @@ def test_two_evaluations_compared_with_the_regression_shown(tmp_path, monkeypatc
     assert headline.loc["humaneval", "verdict"] == "regression"
     assert headline.loc["chain_sum", "verdict"] == "improvement"
     assert headline.loc["humaneval", "Δ pass@1 [95% CI]"].startswith("-75.0 pp")
+    assert any(m.value.startswith("**B gains beyond the best baseline on 1 of 3 domains (chain_sum); not on ")
+               for m in at.markdown)  # the one sentence over the headline
     red, green = _rows_colored(_element(at, "headline"), RED), _rows_colored(_element(at, "headline"), GREEN)
     assert red == {list(headline.index).index("humaneval")} and green == {list(headline.index).index("chain_sum")}
     deltas = _table(at, "deltas")

@@ -303,3 +303,18 @@ def test_write_html_never_clobbers_what_isnt_a_new_report(pair, tmp_path):
     assert link.is_symlink() and "<html" in target.read_text()[:300].lower()
     write_html(store, [a, b], existing, resamples=50, overwrite=True)
     assert "<html" in existing.read_text()[:300].lower()
+
+
+def test_one_sentence_says_where_b_gains_and_where_not(pair, tmp_path):
+    """The sentence over the headline (page, CLI, HTML) follows each domain's verdict."""
+    from backend.eval_report import summary_sentence
+
+    store, a, b = pair
+    report = build_report(store, [a, b], resamples=100)
+    verdicts = {r["domain"]: r["verdict"] for r in headline_rows(report)}
+    assert verdicts["chain_sum"] == "improvement" and verdicts["humaneval"] == "regression"
+    sentence = summary_sentence(report)
+    assert sentence.startswith("B gains beyond the best baseline on 1 of 3 domains (chain_sum); not on ")
+    assert "humaneval (regression)" in sentence and f"basic_arithmetic ({verdicts['basic_arithmetic']})" in sentence
+    assert sentence in headline_text(report)
+    assert summary_sentence(build_report(store, [], resamples=10)) == ""

@@ -199,3 +199,4 @@ def test_the_html_report_shows_held_out_answers_changed_ones_first(held, tmp_pat
     assert len(rows) == 3 and all(r["changed"] for r in rows)  # fixed tasks (even seeds) come first
     assert all(r["answer A"] == "0" and r["answer B"] == r["reference"] and r["correct B"] == "right" for r in rows)
     assert f"<td>{rows[0]['seed']}</td>" in html and f"<td>{rows[0]['reference']}</td>" in html
+
