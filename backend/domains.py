@@ -462,18 +462,27 @@ def _times_table_entry(seed: int, attempt: int) -> dict:
                          "difficulty": {"num_terms": (2, 2), "num_digits": (1, 1), "factors": TIMES_TABLE}}}
 
 
+def _times_table_fact(item: dict) -> str:
+    """The split key of a level-1 products item: its factors in ascending order, so "3 * 4"
+    and "4 * 3" (one fact) fall on the same side of the split."""
+    return "products fact " + " * ".join(sorted(item["metadata"]["expression"].split(" * "), key=int))
+
+
 def _products_item(ds: Any, seed: int, level: int) -> dict:
-    """The products item of `seed` on its side of the question split (`draw_on_side`, one
-    question in 2 held out): level 1 has only 64 distinct questions (`_times_table_entry`),
-    so without the split most held-out questions would also be training questions, and
-    with the usual one in 5 only about 13 would be held out. Above level 1, attempt 0 is
-    `ds[seed]`, attempt a > 0 `ds[seed * MAX_SIDE_DRAWS + a]`."""
+    """The products item of `seed` on its side of the split (`draw_on_side`, one in 2 held
+    out). Level 1 has only 36 facts (64 questions, `_times_table_entry`), split by fact
+    (`_times_table_fact`): a held-out "4 * 3" is never trained as "3 * 4", and with the
+    usual one in 5 only about 7 facts would be held out. Above level 1 the split is by
+    question; attempt 0 is `ds[seed]`, attempt a > 0 `ds[seed * MAX_SIDE_DRAWS + a]`."""
     if level == 1:
-        draw = functools.partial(_times_table_entry, seed)
+        draw, key = functools.partial(_times_table_entry, seed), _times_table_fact
     else:
         def draw(a: int) -> dict:
             return ds[seed * MAX_SIDE_DRAWS + a if a else seed]
-    item = draw_on_side(seed, draw, lambda it: it["question"], every=2)
+
+        def key(it: dict) -> str:
+            return it["question"]
+    item = draw_on_side(seed, draw, key, every=2)
     item["metadata"]["source_index"] = seed
     return item
 

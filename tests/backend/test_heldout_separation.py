@@ -6,7 +6,7 @@ tasks, no shortcut); the evaluation side is what `trainer.evaluate.evaluate` bui
 its rollout replaced by one that records the tasks. Finite-item domains: the pooled
 reasoning-gym generators (acre, list_functions, word_ladder), humaneval (164 problems) and
 the CAD domains (parameter grids of 1,000 to a few hundred thousand parts) and products level
-1 (the times table from 2 to 9, 64 questions, half held out). Before the
+1 (the times table from 2 to 9, 36 facts, half held out by fact). Before the
 split, about 40% of the training draws of acre, list_functions and word_ladder were
 evaluation tasks.
 
@@ -145,7 +145,7 @@ def test_heldout_tasks_are_distinct_questions_and_the_same_every_time():
     tasks = D.heldout_tasks("products", [1], 200)
     questions = [t.question for t in tasks]
     assert len(set(questions)) == len(questions)
-    assert 20 <= len(tasks) <= 45  # 64 questions, about one in 2 held out: fewer than asked for
+    assert 20 <= len(tasks) <= 50  # 64 questions (36 facts), about one fact in 2 held out: fewer than asked for
     assert all(D.is_heldout(t.seed) for t in tasks)
     assert [t.seed for t in D.heldout_tasks("products", [1], 200)] == [t.seed for t in tasks]
 
@@ -156,3 +156,12 @@ def test_heldout_tasks_are_distinct_questions_and_the_same_every_time():
     assert [t.seed for t in cycled] == D.heldout_seeds(6, 3) and [t.difficulty for t in cycled] == [1, 2] * 3
     with pytest.raises(ConfigError):
         D.heldout_tasks("chain_sum", [1], 2, offset=D.HELDOUT_SEED_RANGE[1] - D.HELDOUT_SEED_RANGE[0] - 1)
+
+
+def test_products_holds_out_facts_not_just_questions():
+    """Level 1 splits by fact: "4 * 3" is held out exactly when "3 * 4" is."""
+    d = D.get_domain("products")
+    held = {D._times_table_fact(t.entry) for t in D.heldout_tasks("products", [1], 200)}
+    trained = {D._times_table_fact(d.make_task(seed, 1).entry) for seed in range(300)}
+    assert held and trained and not held & trained
+    assert len(held | trained) == 36  # every fact of 2..9 x 2..9 is on one side
