@@ -39,7 +39,11 @@ def test_a_held_out_figure_opens_the_answers_before_and_after(page, browser_run)
     sides = page.get_by_test_id("stMarkdownContainer")
     expect(sides.filter(has_text=re.compile(rf"^A · run {run_id} before .*in-run, greedy"))).to_be_visible()
     expect(sides.filter(has_text=re.compile(rf"^B · run {run_id} after .*in-run, greedy"))).to_be_visible()
-    shown = code_texts(page)  # the question, then A's (before) and B's (after) completion of that task
-    assert len(shown) == 3, shown
-    assert shown[1:] == [squash(want[p]["completion"]) or "(empty completion)" for p in ("before", "after")], shown
+    shown = code_texts(page)  # the question, the prompt (a closed expander), A's (before) and B's (after) completion
+    assert len(shown) == 4, shown
+    assert shown[2:] == [squash(want[p]["completion"]) or "(empty completion)" for p in ("before", "after")], shown
+    page.get_by_text("The prompt: the chat messages the model was given").click()
+    wait_idle(page)
+    prompt = code_texts(page)[1]
+    assert prompt.startswith("system: ") and f"user: {shown[0]}" in prompt, prompt
     screenshot(page, "heldout-answers")
