@@ -109,11 +109,21 @@ def task_pairs(store, eval_id: str, domain: str, vs: str | None = None, sample: 
         EvalNotFound: no such evaluation.
         ConfigError: neither evaluation has `domain`.
     """
-    from backend.domains import get_domain
+    return _domain_pairs(_sample_rows(store, eval_id, vs), domain, sample, eval_id, vs)
 
+
+def _sample_rows(store, eval_id: str, vs: str | None) -> dict[str, list[dict]]:
+    """Evaluation `eval_id`'s sample rows with completions as "b", `vs`'s as "a"."""
     sides = {"b": store.eval_samples(eval_id, with_completions=True)}
     if vs is not None:
         sides["a"] = store.eval_samples(vs, with_completions=True)
+    return sides
+
+
+def _domain_pairs(sides: dict[str, list[dict]], domain: str, sample: int, eval_id: str, vs: str | None) -> list[dict]:
+    """`task_pairs` over rows already read (`_sample_rows`)."""
+    from backend.domains import get_domain
+
     by_task: dict[tuple[int, int], dict[str, list]] = {}
     for tag, rows in sides.items():
         for r in rows:
@@ -133,7 +143,8 @@ def task_pairs(store, eval_id: str, domain: str, vs: str | None = None, sample: 
         a, b = (_side(dom, task, got.get(t, []), sample) for t in ("a", "b"))
         changed = bool(a and b and (a["answer"] != b["answer"] or a["correct"] != b["correct"]))
         out.append({"level": level, "seed": seed, "question": task.question if task else None,
-                    "prompt": prompt_text(task) if task else None, "reference": task.answer if task else None, "a": a, "b": b, "changed": changed})
+                    "prompt": prompt_text(task) if task else None, "reference": task.answer if task else None,
+                    "a": a, "b": b, "changed": changed})
     return out
 
 
@@ -223,11 +234,12 @@ def answer_examples(store, report: dict, per_domain: int = EXAMPLES_PER_DOMAIN) 
     sides = report["sides"]
     if not sides:
         return []
-    vs = sides[0]["id"] if len(sides) == 2 else None
+    eval_id, vs = sides[-1]["id"], (sides[0]["id"] if len(sides) == 2 else None)
+    rows = _sample_rows(store, eval_id, vs)  # read once for every domain
     out = []
     for domain in sorted({d for s in report["summaries"] for d in s["domains"]}):
         try:
-            pairs = task_pairs(store, sides[-1]["id"], domain, vs=vs)
+            pairs = _domain_pairs(rows, domain, 0, eval_id, vs)
         except ConfigError:  # only A played this domain
             continue
         order = sorted(pairs, key=lambda p: (not p["changed"], not (p["b"] and not p["b"]["correct"])))
