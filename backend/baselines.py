@@ -23,7 +23,7 @@ references are "1", so a model that answers "1" every time scores 53%. Per domai
     verdict = judge(gain, best_label(table[d]))         # "no gain beyond answering '1' every time"
 
 `rows` are an evaluation's sample rows (`backend.eval_store`, with ``completion``); the
-tasks are the `backend.domains.Task`s played, regenerated from (domain, level, seed) where
+tasks are the `domains.contract.Task`s played, regenerated from (domain, level, seed) where
 not given. Costs only verifier calls (CONSTANT_CANDIDATES + len(COPY_RULES) per task).
 
 Not covered: multi-turn, code and sandboxed domains (`eligible`: their answer is a
@@ -37,8 +37,11 @@ import functools
 import re
 from collections import Counter, defaultdict
 
+from domains.contract import FORMAT_WEIGHT, PASS_THRESHOLD, TextDomain
 from backend.eval_stats import MIN_TASKS_FOR_VERDICT, TaskKey, paired_delta, task_results
 from trainer.audit import copied
+from domains.answers import extract_answer, numeric_answer
+from domains.registry import get_domain
 
 CONSTANT_CANDIDATES = 5  # most common references tried as the constant answer
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
@@ -55,7 +58,7 @@ SHARE_WARNING = 0.5  # a share of a model's answers (one answer, copies) that ge
 def eligible(domain) -> bool:
     """True for a domain whose answer is one string the verifier scores (single-turn and
     retrieval kinds without a sandbox)."""
-    return domain.kind in ("single_turn", "retrieval") and not domain.needs_sandbox
+    return isinstance(domain, TextDomain) and not domain.needs_sandbox
 
 
 def question_parts(question: str) -> dict[str, list[str]]:
@@ -85,7 +88,6 @@ def is_copied(answer: str | None, question: str) -> bool:
 def model_answer(domain, task, completion: str | None) -> str | None:
     """The answer a completion gives, as the domain's verifier reads it (`extract_answer`,
     numbers normalised by `numeric_answer`); None without one."""
-    from backend.answers import extract_answer, numeric_answer
 
     if not isinstance(completion, str):
         return None
@@ -96,7 +98,6 @@ def model_answer(domain, task, completion: str | None) -> str | None:
 def _policy(domain, tasks, reply) -> dict:
     """Score `reply(task)` (an answer string or None: no reply) on every task: {"accuracy",
     "mean_reward", "hits" ([level, seed] of the tasks it gets right), "wrong_rewards"}."""
-    from backend.domains import PASS_THRESHOLD
 
     hits, rewards, wrong = [], [], []
     for t in tasks:
@@ -148,7 +149,6 @@ def domain_baselines(domain, tasks, rows=()) -> dict:
         "accuracy", "mean_reward", "hits"}, "format_reward", "answers" (`_answer_stats`, or
         None)}; accuracies and rewards in [0, 1], hits as [level, seed] pairs.
     """
-    from backend.domains import FORMAT_WEIGHT
 
     tasks = list(tasks)
     refs = [a for a, _ in Counter(t.answer for t in tasks).most_common(CONSTANT_CANDIDATES)]
@@ -167,7 +167,6 @@ def domain_baselines(domain, tasks, rows=()) -> dict:
 
 @functools.lru_cache(maxsize=4096)
 def _task(name: str, level: int, seed: int):
-    from backend.domains import get_domain
 
     return get_domain(name).make_task(seed, level)
 
@@ -185,7 +184,6 @@ def suite_baselines(rows: list[dict], tasks: dict[str, list] | None = None) -> d
         domain -> baselines; a domain that is not eligible, unknown to the registry, or
         whose tasks can't be regenerated is left out.
     """
-    from backend.domains import get_domain
     from backend.errors import WorkbenchError
 
     by_domain: dict[str, list[dict]] = defaultdict(list)

@@ -121,7 +121,7 @@ def cmd_sandbox_work(args) -> int:
 
 
 def cmd_domains_list(args) -> int:
-    from backend.domains import registry
+    from domains.registry import registry
 
     status = open_store(args).latest_validations()
     rows = [d for d in registry().values() if (not args.family or d.family == args.family)
@@ -151,7 +151,7 @@ def _prompt_lengths(model: str):
     """
     from transformers import AutoTokenizer
 
-    from backend.domains import get_domain
+    from domains.registry import get_domain
     from backend.models import resolve_model
     from trainer.window import prompt_lengths
 
@@ -170,7 +170,8 @@ def _prompt_lengths(model: str):
 
 
 def cmd_domains_show(args) -> int:
-    from backend.domains import build_messages, get_domain
+    from domains.contract import RetrievalDomain
+    from domains.registry import build_messages, get_domain
 
     d = get_domain(args.name)
     if args.json:
@@ -196,7 +197,7 @@ def cmd_domains_show(args) -> int:
         except Exception as e:  # noqa: BLE001 - an upstream generator failing at this level
             raise WorkbenchError(f"{d.name} level {args.level or min(d.levels)} can't generate seed {seed}: "
                                  f"{type(e).__name__}: {e}; `rlwb domains validate {d.name}` reports it") from None
-        if d.kind == "retrieval":  # the context is assembled per policy tokenizer: show the question
+        if isinstance(d, RetrievalDomain):  # the context is assembled per policy tokenizer: show the question
             prompt = (f"[question, after a retrieved context of up to {d.environment.get('budget_tokens', '?')} "
                       f"tokens; see `rlwb retrieval` and the Retrieval page]\n{task.question}")
         else:
@@ -215,8 +216,8 @@ def cmd_domains_show(args) -> int:
 
 
 def cmd_domains_validate(args) -> int:
-    from backend.domains import domain_names
-    from backend.validation import validate
+    from domains.registry import domain_names
+    from domains.validation import validate
 
     if args.all == bool(args.names):
         raise WorkbenchError("name the domains to validate, or pass --all (not both)")
@@ -247,7 +248,7 @@ def cmd_domains_validate(args) -> int:
 
 
 def _mix_items(items: list[str]) -> dict:
-    from backend.mixes import parse_domain_arg
+    from domains.mixes import parse_domain_arg
 
     out = {}
     for item in items:
@@ -268,7 +269,7 @@ def _print_mix(row: dict) -> None:
 
 
 def cmd_mix_create(args) -> int:
-    from backend.mixes import check_name, save_mix
+    from domains.mixes import check_name, save_mix
 
     store = open_store(args)
     if store.get_mix(check_name(args.name)) is not None:
@@ -279,7 +280,7 @@ def cmd_mix_create(args) -> int:
 
 
 def cmd_mix_update(args) -> int:
-    from backend.mixes import load_mix, save_mix
+    from domains.mixes import load_mix, save_mix
 
     store = open_store(args)
     row, _ = load_mix(store, args.name)
@@ -290,7 +291,7 @@ def cmd_mix_update(args) -> int:
         domains.pop(name)
     for name, spec in _mix_items(args.items).items():
         domains[name] = {**domains.get(name, {}), **spec}
-    from backend.mixes import parse_spec
+    from domains.mixes import parse_spec
 
     if parse_spec({"domains": domains}).pinned("", 0) == parse_spec(row["spec"]).pinned("", 0):
         raise WorkbenchError(f"nothing to change in {row['name']}@{row['version']}; give DOMAIN[:WEIGHT[:LO-HI]] "
@@ -310,7 +311,7 @@ def cmd_mix_list(args) -> int:
 
 
 def cmd_mix_show(args) -> int:
-    from backend.mixes import load_mix
+    from domains.mixes import load_mix
 
     row, _ = load_mix(open_store(args), args.name)
     if args.json:

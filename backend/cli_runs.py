@@ -45,7 +45,7 @@ def _progress(cfg, store, start: int = 0):
 
 def cmd_run(args) -> int:
     from backend.config import load_config
-    from backend.mixes import resolve_mix
+    from domains.mixes import resolve_mix
     from backend.runs import launch, log_path, run_foreground
 
     cfg = load_config(args.config)  # validated before any run row exists

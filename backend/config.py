@@ -8,7 +8,7 @@ fix, so the CLI can print one line and exit non-zero without creating a run.
 
 A run samples tasks either from `domains` (a weight per domain, all at one `difficulty`
 level) or from a stored, versioned mix (`mix: NAME` or `mix: NAME@VERSION`, see
-`backend.mixes`): `resolve_mix` pins the mix version into the config before the run is
+`domains.mixes`): `resolve_mix` pins the mix version into the config before the run is
 created, so the run records exactly which weights and level ranges it used.
 """
 
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from backend.choices import Algorithm, EngineKind, SandboxBackend
 from backend.errors import ConfigError, ModelNotFound
 from retrieval.context import DEFAULT_BUDGET_TOKENS
+from domains.registry import domain_names, get_domain
 
 # the forms of ray_address: auto, HOST:PORT, ray://HOST:PORT
 RAY_ADDRESS_RE = re.compile(r"^(auto|(ray://)?[A-Za-z0-9._-]+:\d{1,5})$")
@@ -190,7 +191,6 @@ class RunConfig(BaseModel):
     @field_validator("domains")
     @classmethod
     def _known_domains(cls, v: dict[str, float]) -> dict[str, float]:
-        from backend.domains import domain_names
 
         if not v:
             raise ValueError("the mix is empty; list at least one domain, e.g. domains: [basic_arithmetic]")
@@ -205,7 +205,6 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _difficulty_in_levels(self) -> "RunConfig":
-        from backend.domains import get_domain
 
         if self.mix is not None and self.mix_spec is None and "domains" in self.model_fields_set:
             raise ValueError("set either mix (a stored mix) or domains (weights), not both")
@@ -234,15 +233,14 @@ class RunConfig(BaseModel):
         domain's hardest level).
 
         Raises:
-            ConfigError: `mix` is set but not resolved yet (call `backend.mixes.resolve_mix`).
+            ConfigError: `mix` is set but not resolved yet (call `domains.mixes.resolve_mix`).
         """
         if self.mix is not None:
             if not self.mix_spec:
-                raise ConfigError(f"mix {self.mix!r} is not resolved; call backend.mixes.resolve_mix first")
+                raise ConfigError(f"mix {self.mix!r} is not resolved; call domains.mixes.resolve_mix first")
             return {d: (float(s["weight"]), int(s["levels"][0]), int(s["levels"][1]))
                     for d, s in self.mix_spec["domains"].items()}
         if self.curriculum:  # the curriculum starts at `difficulty` and may climb to the hardest level
-            from backend.domains import get_domain
 
             return {d: (w, self.difficulty, max(get_domain(d).levels)) for d, w in self.domains.items()}
         return {d: (w, self.difficulty, self.difficulty) for d, w in self.domains.items()}
@@ -369,7 +367,6 @@ class RunConfig(BaseModel):
     @property
     def needs_sandbox(self) -> bool:
         """True if a domain of the mix is verified in a sandbox."""
-        from backend.domains import get_domain
 
         return any(get_domain(d).needs_sandbox for d in self.domain_list)
 

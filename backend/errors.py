@@ -65,7 +65,7 @@ class GenerationTimeout(WorkbenchError):
 
 
 class UpstreamCrash(WorkbenchError):
-    """The worker process that runs upstream generator or verifier code (`backend.upstream`)
+    """The worker process that runs upstream generator or verifier code (`domains.upstream`)
     died during a call or could not start; the call's result is lost."""
 
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from domains.registry import get_domain
 
 DEFAULT_RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -303,7 +304,6 @@ def jsonable(obj):
 
 def domain_families(domains) -> dict[str, str]:
     """domain -> its family in the registry ("other" for a name the registry lacks)."""
-    from backend.domains import get_domain
     from backend.errors import WorkbenchError
 
     out = {}

@@ -22,6 +22,7 @@ import sqlite3
 
 from backend.errors import EvalNotFound, WorkbenchError
 from backend.store_common import decode, locked, new_id, now
+from domains.contract import PASS_THRESHOLD
 
 EVAL_STATUSES = ("running", "completed", "failed")
 SAMPLE_COLUMNS = ("domain", "level", "task_seed", "sample_idx", "reward", "correct", "format", "calls",
@@ -31,8 +32,7 @@ _JSON_COLUMNS = ("identity", "suite", "summary", "extras")
 
 def sample_row(s) -> dict:
     """The stored row of one scored `trainer.types.Sample` (keys of SAMPLE_COLUMNS):
-    correct when the verifier's "correct" reaches `backend.domains.PASS_THRESHOLD`."""
-    from backend.domains import PASS_THRESHOLD
+    correct when the verifier's "correct" reaches `domains.contract.PASS_THRESHOLD`."""
 
     b = s.breakdown
     return {"domain": s.domain, "level": s.difficulty, "task_seed": s.task_seed, "sample_idx": s.index,

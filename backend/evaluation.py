@@ -1,6 +1,6 @@
 """Capability evaluation of one model or checkpoint over a mix (`rlwb eval MODEL --mix NAME`).
 
-For every domain of the mix, `tasks_per_domain` held-out tasks (`backend.domains.heldout_tasks`:
+For every domain of the mix, `tasks_per_domain` held-out tasks (`domains.registry.heldout_tasks`:
 seeds from a range training never samples, distinct questions, the levels of the mix's
 range in turn) are each sampled `samples` times at `temperature`; every completion is
 scored by its domain's verifier and stored (`backend.eval_store`) with its task's exact
@@ -42,6 +42,9 @@ from backend.choices import EngineKind
 from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
 from backend.eval_store import sample_row
 from retrieval.context import DEFAULT_BUDGET_TOKENS
+from domains.mixes import resolve_mix
+from domains.registry import get_domain, heldout_tasks
+from domains.splits import HELDOUT_SEED_RANGE
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 RUN_ID_RE = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")  # `backend.store` run ids
@@ -100,7 +103,6 @@ class EvalSettings(BaseModel):
     @field_validator("seed_offset")
     @classmethod
     def _seeds_in_range(cls, v: int, info: ValidationInfo) -> int:
-        from backend.domains import HELDOUT_SEED_RANGE
 
         room = HELDOUT_SEED_RANGE[1] - HELDOUT_SEED_RANGE[0]
         tasks = info.data.get("tasks_per_domain") or 0
@@ -216,7 +218,6 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
         ConfigError: no domains given and no run to take them from; an unknown mix or domain.
     """
     from backend.config import parse_config
-    from backend.mixes import resolve_mix
 
     data = dict(store.get_run(run_id)["config"]) if run_id else {}
     if settings.mix is None and not settings.domains and not data:
@@ -243,12 +244,11 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
 def suite_tasks(domains: dict[str, tuple[int, int]], tasks_per_domain: int, seed_offset: int = 0):
     """The held-out tasks of a suite as (domain, level, seed): for each domain up to
     `tasks_per_domain` held-out tasks with distinct questions, from the held-out seeds at
-    `seed_offset` on, the levels lo..hi taken in turn (`backend.domains.heldout_tasks`).
+    `seed_offset` on, the levels lo..hi taken in turn (`domains.registry.heldout_tasks`).
 
     Raises:
         ConfigError: the seeds would leave the held-out range.
     """
-    from backend.domains import heldout_tasks
 
     return [(d, t.difficulty, t.seed) for d, (lo, hi) in domains.items()
             for t in heldout_tasks(d, list(range(lo, hi + 1)), tasks_per_domain, seed_offset)]
@@ -320,7 +320,6 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
           run_id: str | None) -> tuple[dict, dict]:
     from transformers import AutoTokenizer
 
-    from backend.domains import get_domain
     from backend.models import context_window
     from trainer.loop import engine_options
     from trainer.placement import maybe_runtime
@@ -379,7 +378,7 @@ def baseline_extras(rows: list[dict], tasks: dict[str, list] | None = None) -> d
 
 def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | None = None) -> dict[str, dict[str, int]]:
     """Held-out tasks whose prompt a checkpoint's training run sampled, exactly, per domain:
-    {domain: {"tasks", "seen"}}. Seeds never overlap (`backend.domains`), but a small task
+    {domain: {"tasks", "seen"}}. Seeds never overlap (`domains.registry`), but a small task
     space (level-1 arithmetic has a few hundred questions) repeats questions under
     different seeds; the report shows the count. {} for a model without a run.
 

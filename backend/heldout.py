@@ -7,7 +7,7 @@ run's own in-run ones: greedy, one completion per task, `trainer.evaluate`):
   question, the prompt's chat messages and the reference answer (the task regenerated
   from (domain, level, seed)), and a
   completion with the answer extracted from it (`backend.baselines.model_answer`: the
-  verifier's own rule, `backend.answers`), its reward and whether it is correct; with a
+  verifier's own rule, `domains.answers`), its reward and whether it is correct; with a
   second evaluation (`vs`: the one before, A), both side by side for the same task.
 - **a run's figures** (`run_heldout`): the report (`backend.eval_report.build_report`, the
   code the Evaluation page uses) of the run's "before" evaluation against its latest one,
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from backend.errors import ConfigError, WorkbenchError
 from backend.eval_stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_VERDICT
+from domains.contract import RetrievalDomain
+from domains.registry import build_messages, get_domain
 
 MISSING = "—"
 #: filter name -> what it keeps, by each task's pair (A = before / vs, B = after / the evaluation)
@@ -58,10 +60,9 @@ def prompt_text(task) -> str | None:
     """The chat messages a single-turn or multi-turn task opens with (`build_messages`), as
     "role: content" blocks, before the model's chat template; None for a retrieval domain
     (its context is built per evaluation) or a task that can't be rendered."""
-    from backend.domains import build_messages, get_domain
 
     try:
-        if get_domain(task.domain).kind == "retrieval":
+        if isinstance(get_domain(task.domain), RetrievalDomain):
             return None
         return "\n\n".join(f"{m['role']}: {m['content']}" for m in build_messages(task))
     except (WorkbenchError, KeyError, TypeError):
@@ -122,7 +123,6 @@ def _sample_rows(store, eval_id: str, vs: str | None) -> dict[str, list[dict]]:
 
 def _domain_pairs(sides: dict[str, list[dict]], domain: str, sample: int, eval_id: str, vs: str | None) -> list[dict]:
     """`task_pairs` over rows already read (`_sample_rows`)."""
-    from backend.domains import get_domain
 
     by_task: dict[tuple[int, int], dict[str, list]] = {}
     for tag, rows in sides.items():

@@ -18,6 +18,7 @@ import yaml
 
 from backend.config import RunConfig, config_errors
 from backend.errors import WorkbenchError
+from domains.mixes import resolve_mix
 
 #: The fields the form draws as widgets, in order; every other field of the config is
 #: edited as YAML under "Other settings".
@@ -121,7 +122,6 @@ def check_launch(values: dict[str, Any], store) -> tuple[RunConfig | None, dict[
         errors maps a form field (or "other" for the YAML box, "config" for the whole) to
         a message naming the fix.
     """
-    from backend.mixes import resolve_mix
 
     data = dict(values)
     if not data.get("model"):

@@ -27,6 +27,9 @@ from pathlib import Path
 import pandas as pd
 
 from backend.errors import ConfigError, DocumentError, ModelNotFound
+from domains.answers import extract_answer
+from domains.contract import ANSWER_INSTRUCTION, SYSTEM_PROMPT
+from domains.long_docs.domain import long_doc_domains
 
 PAGE_MAX_BYTES = 4 * 2**20  # documents built on the page, in all (~1M tokens)
 MAX_NEW_TOKENS = 48
@@ -138,7 +141,6 @@ def long_doc_domain(name: str):
     Raises:
         ConfigError: another name.
     """
-    from backend.long_docs import long_doc_domains
 
     domains = long_doc_domains()
     if name not in domains:
@@ -344,7 +346,6 @@ def ask(model, tokenizer, context: str, question: str, max_new_tokens: int = MAX
     """
     import torch
 
-    from backend.domains import ANSWER_INSTRUCTION, SYSTEM_PROMPT, extract_answer
 
     if not getattr(tokenizer, "chat_template", None):
         raise ConfigError("this checkpoint's tokenizer has no chat template; pick a chat model")

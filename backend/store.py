@@ -614,7 +614,7 @@ class Store(EvalVerbs):
 
     @_locked
     def record_validation(self, report: dict) -> int:
-        """Store one domain's validation report (`backend.validation`); returns its id."""
+        """Store one domain's validation report (`domains.validation`); returns its id."""
         with self.db.conn:
             row = self.db["domain_validations"].insert({
                 "domain": report["domain"], "passed": int(bool(report["passed"])),

@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from backend.store import Store
+from domains.registry import registry
+from domains.tools.env import CONTRACT_ERRORS
 
 #: Chart panels on the Runs page: title -> metric names ("turns/*" means every turns
 #: metric: "turns/mean" and one "turns/<domain>" per domain).
@@ -326,7 +328,6 @@ def calls_frame(traj: dict) -> pd.DataFrame:
     """Every tool call of a trajectory, one row each: turn, index in the turn, tool name,
     arguments (JSON), valid (parsed and met the tool's schema), error code (contract or
     tool failure; empty when it ran), time in ms, and the start of the observation."""
-    from backend.tool_env import CONTRACT_ERRORS
 
     cols = ["turn", "call", "name", "arguments", "valid", "error", "duration_ms", "observation"]
     rows = []
@@ -349,7 +350,6 @@ def domains_frame(store: Store) -> pd.DataFrame:
     "not validated"), description, reasons (why the newest validation failed, "; "-joined).
     Rows sorted by name. Builds the registry on first use (~2 s).
     """
-    from backend.domains import registry
 
     latest = store.latest_validations()
     rows = []

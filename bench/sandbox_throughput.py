@@ -32,7 +32,7 @@ MEMORY_MB, PIDS = 512, 128
 
 def programs(count: int) -> list[str]:
     """`count` HumanEval test programs (reference solutions), cycling over the 164 problems."""
-    from backend.code_domains import problems
+    from domains.code.humaneval import problems
 
     probs = problems()
     out = []

@@ -11,7 +11,7 @@ run reasoning-gym's `score_answer` under a time limit:
   (`signal.setitimer`), stdout captured, its own decimal context. Holds on the main thread
   only (the reason it was replaced); the baseline for cost.
 * worker: the current `Domain.score`, which sends the call to a persistent worker process
-  (`backend.upstream.WorkerPool`) and waits on its socket with the limit.
+  (`domains.upstream.WorkerPool`) and waits on its socket with the limit.
 * fork: a fresh `os.fork()` per call that scores and writes the result to a pipe, waited
   for with the limit. Its cost grows with the parent's memory (page tables): this process
   imports torch first, as a trainer has, but holds no model.
@@ -43,7 +43,8 @@ from bench.learner_mfu import load_average  # noqa: E402
 
 def _in_process(d, task, completion: str) -> float:
     """The previous path: extract, then score_answer under SIGALRM in this thread."""
-    from backend.domains import SCORE_TIMEOUT_S, extract_answer
+    from domains.reasoning_gym.domain import SCORE_TIMEOUT_S
+    from domains.answers import extract_answer
 
     def expired(signum, frame):
         raise TimeoutError
@@ -61,7 +62,8 @@ def _in_process(d, task, completion: str) -> float:
 
 def _forked(d, task, completion: str) -> float:
     """score_answer in a fresh fork, its result through a pipe, waited for with the limit."""
-    from backend.domains import SCORE_TIMEOUT_S, extract_answer
+    from domains.reasoning_gym.domain import SCORE_TIMEOUT_S
+    from domains.answers import extract_answer
 
     answer = extract_answer(completion)
     r, w = os.pipe()
@@ -99,7 +101,8 @@ def main() -> None:
         args.calls, args.fork_calls = 500, 30
     import torch  # noqa: F401 - a trainer's memory map, for the fork figure
 
-    from backend.domains import UPSTREAM, get_domain
+    from domains.reasoning_gym.domain import UPSTREAM
+    from domains.registry import get_domain
 
     d = get_domain("chain_sum")
     task = d.make_task(12345, 2)

@@ -29,7 +29,7 @@ from sandboxes.spec import DEFAULT_IMAGE
 SUITE = "bookworm"
 PACKAGES = ("python3", "git")
 SANDBOX_PYTHON = "3.11"  # bookworm's python3
-WHEELS = ("numpy==2.3.5", "trimesh==5.2.0", "manifold3d==3.5.4")  # the CAD kernel (backend/cad_kernel.py)
+WHEELS = ("numpy==2.3.5", "trimesh==5.2.0", "manifold3d==3.5.4")  # the CAD kernel (domains/cad/kernel.py)
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SANDBOX_UID = 1000
 _STRIP = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt/archives",

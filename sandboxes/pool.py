@@ -26,7 +26,7 @@ sandbox up to `max_retries` times; if it persists the job's result carries
 model. Program failures (non-zero exit, timeout, OOM) are results, not faults.
 
 Not covered: durable queues across processes (`sandboxes.jobqueue`), multi-turn episodes
-(they hold a lease for the whole episode; see `backend.terminal_env`).
+(they hold a lease for the whole episode; see `domains.terminal.env`).
 """
 
 from __future__ import annotations

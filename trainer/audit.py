@@ -12,7 +12,7 @@ from its prompt. These figures, taken from the scored samples of a step, say whi
   one answer covers k tasks with k different references);
 * the rate of wrong answers copied from the prompt (the answer occurs in the prompt as a
   whole token: a number or word of the question, or "<answer>" from the instruction);
-* the reward from correctness, ``CORRECT_WEIGHT * correct`` (`backend.domains`), vs the rest
+* the reward from correctness, ``CORRECT_WEIGHT * correct`` (`domains.registry`), vs the rest
   of the verifier's reward: ``FORMAT_WEIGHT * format`` for reasoning-gym and long-document
   domains, the answer format plus the call-validity credit for tool domains.
 
@@ -35,7 +35,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from backend.domains import CORRECT_WEIGHT
+from domains.contract import CORRECT_WEIGHT
 
 if TYPE_CHECKING:  # trainer.types imports torch; `rlwb runs show` reads the audit without it
     from trainer.types import Sample

@@ -5,7 +5,7 @@ without retrieval (`rlwb eval context-length MODEL`).
     result = run_sweep(tokenizer, SweepConfig(lengths=[4_000, 64_000, 1_000_000]), engine=engine)
     result["cells"]   # one row per (length, depth, mode): needles, evidence rate, accuracy
 
-For each haystack length, `haystacks` haystacks are built (`backend.long_docs`), each with
+For each haystack length, `haystacks` haystacks are built (`domains.long_docs.domain`), each with
 one needle at every depth of `depths` (distinct keys and values, so the other needles are
 distractors). Each needle is then asked about on its own:
 
@@ -33,6 +33,9 @@ from dataclasses import asdict, dataclass, field
 
 from backend.errors import ConfigError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
+from domains.contract import ANSWER_INSTRUCTION, SYSTEM_PROMPT
+from domains.long_docs.domain import build_haystack, draw_needles, needle_task
+from domains.registry import get_domain
 
 DEFAULT_LENGTHS = (4_000, 16_000, 64_000, 256_000, 1_000_000)
 DEFAULT_DEPTHS = tuple(range(0, 101, 10))
@@ -118,7 +121,6 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
         "evidence", "evidence_rate", "answered", "correct", "accuracy", "mentioned",
         "mention_rate", "sample_reply"}], "seconds"}.
     """
-    from backend.long_docs import build_haystack, draw_needles, needle_task
     from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
     start = time.monotonic()
@@ -163,7 +165,6 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
 
 
 def _ask_model(engine, tokenizer, asks, cells, max_new_tokens: int) -> None:
-    from backend.domains import ANSWER_INSTRUCTION, SYSTEM_PROMPT, get_domain
 
     domain = get_domain("needle_haystack")
     prompts = []

@@ -1,5 +1,5 @@
 """Multi-turn episodes: terminal tasks (shell commands in a sandbox) and tool-use tasks
-(`backend.tool_env.ToolEnv`: schema-checked tool calls, some in a sandbox).
+(`domains.tools.env.ToolEnv`: schema-checked tool calls, some in a sandbox).
 
     runtime = SandboxRuntime.open(cfg)                 # warm pool + scheduler (Docker by default)
     samples = rollout_episodes(engine, tokenizer, tasks, group_size=8, runtime=runtime, ...)
@@ -28,6 +28,9 @@ from backend.errors import ConfigError, SandboxError
 from sandboxes.pool import SandboxPool, Scheduler
 from sandboxes.spec import SandboxSpec
 from trainer.types import Completion, Sample
+from domains.contract import ToolUseDomain
+from domains.registry import build_messages, get_domain
+from domains.tools.env import tool_prompt
 
 _SENTINEL = "RLWB_TURN_SENTINEL_5f2c"
 
@@ -130,7 +133,6 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
         len(tasks) * group_size samples, task by task; a harness fault sets Sample.fault, and so
         does an opening prompt that leaves no room for a token ("context": never played).
     """
-    from backend.domains import get_domain
 
     prompts_of = [episode_prompt(tokenizer, t) for t in tasks]
     opening = [(m, kw, role) for m, kw, role, _ in prompts_of]
@@ -156,7 +158,7 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
                            max_episode_tokens, temperature, top_p)
             finally:
                 for ep in wave:
-                    if hasattr(ep.env, "close"):
+                    if ep.env is not None:
                         ep.env.close()
                     if ep.sandbox is not None:
                         (runtime.pool.replace if ep.fault == "harness" else runtime.pool.release)(ep.sandbox)
@@ -186,11 +188,9 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
 def episode_prompt(tokenizer, task) -> tuple[list[dict], dict, str, str | None]:
     """How an episode opens: (messages, `apply_chat_template` kwargs, observation role,
     where the tools were put: "chat_template", "system_message" or None for terminal tasks)."""
-    from backend.domains import build_messages, get_domain
 
     domain = get_domain(task.domain)
-    if hasattr(domain, "tool_specs"):
-        from backend.tool_env import tool_prompt
+    if isinstance(domain, ToolUseDomain):
 
         messages, kw, where = tool_prompt(tokenizer, domain.opening(task), domain.tool_specs(task))
         return messages, kw, "tool", where
@@ -269,12 +269,11 @@ def _end_for_length(ep: _Episode, reason: str) -> None:
     (terminal) or the domain score the last turn (tools); `reason` goes to the breakdown's
     "truncated"."""
     ep.truncated = reason
-    if hasattr(ep.env, "finish"):
-        result = _guard(ep, lambda: ep.env.finish(ep.last_text))
-        if result is not None:
-            ep.reward, ep.breakdown = result
-    else:
-        result = _guard(ep, ep.env.check)
-        if result is not None:
-            ep.reward, ep.check = result
+    result = _guard(ep, lambda: ep.env.finish(ep.last_text))
+    if result is not None:  # info as `step` gives it when an episode ends: "check" or "breakdown"
+        ep.reward, info = result
+        if "check" in info:
+            ep.check = info["check"]
+        if "breakdown" in info:
+            ep.breakdown = info["breakdown"]
     ep.done, ep.finish = True, "length"

@@ -1,7 +1,7 @@
 """Greedy held-out evaluation per domain, during training.
 
 `evaluate` generates one greedy completion for each of `n` held-out tasks per domain
-(`backend.domains.heldout_tasks`: seeds from a range training never samples, distinct
+(`domains.registry.heldout_tasks`: seeds from a range training never samples, distinct
 questions) and reports
 accuracy (verifier says fully correct), mean reward and answer-format rate.
 `record_heldout` stores one such evaluation of a run's phase ("before", "step-N",
@@ -17,7 +17,7 @@ report computes them from the stored completions when they are wanted).
 
 from __future__ import annotations
 
-from backend.domains import heldout_tasks
+from domains.registry import heldout_tasks
 from trainer.scoring import rollout
 
 #: What an in-run evaluation's suite says about how it was sampled (`rlwb eval` samples
@@ -33,7 +33,7 @@ def evaluate_samples(engine, tokenizer, domains: list[str], n: int, difficulty: 
 
     Returns:
         The scored `trainer.types.Sample`s, task by task (n per domain, fewer for a domain
-        with fewer distinct held-out questions; `backend.domains.heldout_tasks`).
+        with fewer distinct held-out questions; `domains.registry.heldout_tasks`).
 
     Raises:
         ConfigError: a level that is not one of its domain's levels.

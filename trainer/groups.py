@@ -21,7 +21,9 @@ from dataclasses import dataclass
 import torch
 
 from backend.config import RunConfig
-from backend.domains import Task, get_domain, train_seed
+from domains.contract import Task
+from domains.registry import get_domain
+from domains.splits import train_seed
 from backend.errors import GenerationTimeout
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum

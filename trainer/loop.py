@@ -5,7 +5,7 @@ metrics, trajectories, evaluations and checkpoints to the store as it goes (each
 its own transactions, so an interrupted run keeps every completed step). The run's status
 is the caller's business (`backend.runs`).
 
-Data flow of one step (DESIGN.md): tasks come from the run's mix (`backend.domains`), are
+Data flow of one step (DESIGN.md): tasks come from the run's mix (`domains.registry`), are
 rendered through the model's chat template, sampled G times by the rollout engine, scored
 by the domain's verifier, turned into group-relative advantages, and trained on by the
 DeepSpeed learner; the new weights go into the running engine in place.

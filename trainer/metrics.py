@@ -52,7 +52,7 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
 
 def tool_metrics(samples: list[Sample], key: str) -> dict[str, float]:
     """Tool-call metrics of tool-use episodes (breakdowns with "calls"), under `key` (a
-    domain or "mean"): tools/call_validity (valid calls / calls, `backend.tool_env.call_stats`;
+    domain or "mean"): tools/call_validity (valid calls / calls, `domains.tools.env.call_stats`;
     absent when no call was made), tools/calls_per_episode, tools/ok_rate (calls that ran
     without an error code / calls), and for "mean" tools/errors/<code> (counts)."""
     episodes = [s for s in samples if "calls" in s.breakdown]

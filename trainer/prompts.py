@@ -7,7 +7,8 @@ Not covered: multi-turn episodes' openings (`trainer.episodes.episode_prompt`).
 
 from __future__ import annotations
 
-from backend.domains import Task, build_messages
+from domains.contract import Task
+from domains.registry import build_messages
 
 
 def render_prompt(tokenizer, task: Task, context_budget_tokens: int | None = None) -> tuple[str, list[int]]:

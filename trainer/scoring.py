@@ -20,7 +20,8 @@ from __future__ import annotations
 import time
 
 from backend.config import RunConfig
-from backend.domains import Task, get_domain
+from domains.contract import RetrievalDomain, Task
+from domains.registry import get_domain
 from backend.errors import ConfigError
 from trainer.episodes import rollout_episodes
 from trainer.prompts import render_prompt
@@ -124,7 +125,7 @@ def _retrieval_record(task: Task, tokenizer, budget: int | None) -> dict | None:
     """For retrieval domains, what the prompt's context was built from (see
     `retrieval.context.Context.record`); None for the others."""
     domain = get_domain(task.domain)
-    if domain.kind != "retrieval":
+    if not isinstance(domain, RetrievalDomain):
         return None
     return (domain.context(task, tokenizer) if budget is None else domain.context(task, tokenizer, budget)).record()
 

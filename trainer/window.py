@@ -39,10 +39,13 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from backend.domains import TRAIN_SEED_RANGE, get_domain, heldout_seeds
+from domains.splits import TRAIN_SEED_RANGE, heldout_seeds
+from domains.contract import EpisodeDomain, RetrievalDomain
+from domains.registry import get_domain
 from backend.errors import ConfigError, GenerationTimeout
 from trainer.episodes import episode_prompt
 from trainer.prompts import render_prompt
+from domains.long_docs.domain import PROMPT_OVERHEAD_TOKENS
 
 DEFAULT_WINDOW_TOKENS = 1024  # the engine window while every prompt fits in it (vLLM's max_model_len)
 PROMPT_SAMPLE_TASKS = 16  # training-seed tasks measured per level before a launch (a fixed sample)
@@ -127,7 +130,7 @@ def prompt_token_counts(tokenizer, domain: str, level: int, n: int = PROMPT_SAMP
         except Exception as e:  # noqa: BLE001 - an upstream generator failing at this level
             raise ConfigError(f"{domain} level {level} can't generate tasks ({type(e).__name__}: {e}); "
                               f"`rlwb domains validate {domain}` reports it; pick another level") from None
-        if d.kind == "multi_turn":
+        if isinstance(d, EpisodeDomain):
             messages, kw, _, _ = episode_prompt(tokenizer, task)
             text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kw)
             counts.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
@@ -146,7 +149,7 @@ def prompt_lengths(tokenizer, domain: str, level: int, n: int = PROMPT_SAMPLE_TA
     Raises:
         as `prompt_token_counts`.
     """
-    if get_domain(domain).kind == "retrieval":
+    if isinstance(get_domain(domain), RetrievalDomain):
         return None
     counts = prompt_token_counts(tokenizer, domain, level, n)
     return _quantiles(counts) if counts else None
@@ -159,7 +162,6 @@ def retrieval_window(cfg: RunConfig, model_path) -> int:
     Raises:
         ConfigError: the model's window (`max_position_embeddings`) is smaller.
     """
-    from backend.long_docs import PROMPT_OVERHEAD_TOKENS
     from backend.models import context_window
 
     answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
@@ -183,8 +185,8 @@ def level_needs(cfg, model_path, tokenizer) -> list[Need]:
     answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
     needs = []
     for name, (_, lo, hi) in cfg.domain_specs().items():
-        kind = get_domain(name).kind
-        if kind == "retrieval":  # the same budget at every level
+        domain = get_domain(name)
+        if isinstance(domain, RetrievalDomain):  # the same budget at every level
             tokens = retrieval_window(cfg, model_path)
             needs += [Need(name, level, tokens, 0, f"context budget {cfg.context_budget_tokens} + prompt + answer")
                       for level in range(lo, hi + 1)]
@@ -195,7 +197,7 @@ def level_needs(cfg, model_path, tokenizer) -> list[Need]:
             if not counts:
                 continue
             longest = max(counts)
-            if kind == "multi_turn":
+            if isinstance(domain, EpisodeDomain):
                 if longest + cfg.max_new_tokens > cfg.max_episode_tokens:
                     raise ConfigError(
                         f"field 'max_episode_tokens': {name} level {level} opens episodes with prompts of up to "

@@ -1,10 +1,10 @@
 """Domains page: the catalogue of domains, one domain in detail, and the mix editor.
 
 UI only. The catalogue comes from `backend.views.domains_frame`; a domain's sample tasks
-from its `make_task` and `backend.domains.build_messages`; scores from
-`backend.validation.try_verifier`; validation reports from the store (written by
-`backend.validation.validate` when "Validate now" is pressed); mixes from
-`backend.mixes` (`parse_spec`, `draw`, `save_mix`) and the store's mix verbs.
+from its `make_task` and `domains.registry.build_messages`; scores from
+`domains.validation.try_verifier`; validation reports from the store (written by
+`domains.validation.validate` when "Validate now" is pressed); mixes from
+`domains.mixes` (`parse_spec`, `draw`, `save_mix`) and the store's mix verbs.
 
 Not covered here: validating many domains at once (use `rlwb domains validate`), and
 anything about runs. Nothing heavy runs on page load: one sample task of the picked domain
@@ -22,9 +22,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.common import db_path, follow_table_selection, get_store
-from backend import mixes, views
-from backend.domains import HELDOUT_SEED_RANGE, build_messages, registry
+from backend import views
+from domains import mixes
+from domains.splits import HELDOUT_SEED_RANGE
+from domains.contract import EpisodeDomain, RetrievalDomain, SandboxDomain, ToolUseDomain
+from domains.registry import build_messages, registry
 from backend.errors import WorkbenchError
+from domains.validation import try_verifier, validate
 
 STATUSES = ("passed", "failed", "not validated")
 NEW_MIX = "(new mix)"
@@ -108,15 +112,15 @@ def show_catalogue(frame: pd.DataFrame) -> list[str]:
 
 def answer_hint(domain) -> str:
     """What the try-the-verifier box expects for this domain."""
-    if domain.family in ("tool_use", "cad"):
+    if isinstance(domain, ToolUseDomain):
         return ("Tool calls as `<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>`, one turn per line; "
                 "the last line is the final turn (`Answer: ...`, or DONE when the result is in the sandbox). "
                 "Each call is checked against its tool's schema and run" +
                 (" in a sandbox." if domain.needs_sandbox else "."))
-    if domain.kind == "multi_turn":
+    if isinstance(domain, EpisodeDomain):
         return ("Shell commands, one shell command per line: each line is one turn in a fresh sandbox, then the "
                 "episode ends with DONE and the checker decides the reward.")
-    if domain.kind == "code":
+    if isinstance(domain, SandboxDomain):
         return "The Python function (a ```python block or its body); its unit tests run in a sandbox."
     if domain.answer_format == "tag":
         return "Put the final answer between `<answer>` and `</answer>` tags (it may span lines)."
@@ -157,7 +161,7 @@ def show_sample(domain):
     except Exception as e:  # noqa: BLE001 - a third-party generator may raise anything; show it
         st.error(f"Generating {domain.name} level {level} seed {seed} failed: {type(e).__name__}: {e}")
         return None
-    if domain.kind == "retrieval":  # its context is assembled per policy tokenizer; the Retrieval page shows it
+    if isinstance(domain, RetrievalDomain):  # its context is assembled per policy tokenizer; the Retrieval page shows it
         st.markdown("**Question** (the model sees it after the retrieved context)")
         st.code(task.question, language=None, wrap_lines=True)
         st.caption("The prompt holds a global summary and the best fragments of the task's documents, fitted to "
@@ -175,7 +179,7 @@ def show_sample(domain):
             st.code(message["content"], language=None, wrap_lines=True)
     with st.expander("Reference answer"):
         st.code(task.answer, language=None, wrap_lines=True)
-        if domain.kind == "multi_turn" and "reference" in task.entry:
+        if isinstance(domain, EpisodeDomain) and "reference" in task.entry:
             st.caption("Reference commands")
             st.code("\n".join(task.entry.get("reference", [])), language="bash")
         if "reference_calls" in task.entry:
@@ -199,7 +203,6 @@ def show_try_verifier(domain, task) -> None:
     if score:
         try:
             with st.spinner("Scoring…" if not domain.needs_sandbox else "Scoring in a sandbox…"):
-                from backend.validation import try_verifier
 
                 reward, breakdown = try_verifier(task, text)
             st.session_state["dom_try_result"] = (task_key, reward, breakdown, None)
@@ -261,7 +264,6 @@ def show_validation(path: str, domain) -> None:
     if cols[1].button("Validate now", key="dom_validate",
                       help=f"{VALIDATE_TASKS} tasks per level; sandboxed domains need Docker"):
         try:
-            from backend.validation import validate
 
             with st.spinner(f"Validating {domain.name} ({VALIDATE_TASKS} tasks per level)…"):
                 [fresh] = validate([domain.name], n_tasks=VALIDATE_TASKS)

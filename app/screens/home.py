@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app.common import db_path, get_store, load_runs
-from backend.domains import registry
+from domains.registry import registry
 from backend.system import system_status
 
 RECENT = 8

@@ -16,7 +16,7 @@ import streamlit as st
 from app.common import db_path, get_store, load_runs
 from backend import launching
 from backend.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
-from backend.domains import domain_names
+from domains.registry import domain_names
 from backend.errors import RunNotFound, WorkbenchError
 from backend.runs import launch
 

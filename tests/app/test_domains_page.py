@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from backend.domains import get_domain, registry
+from domains.registry import get_domain, registry
 from backend.store import Store
 from tests.app.test_pages import _app
 

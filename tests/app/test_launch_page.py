@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.domains import registry
+from domains.registry import registry
 from backend.runs import process_alive, refresh_liveness, stop
 from backend.store import Store
 

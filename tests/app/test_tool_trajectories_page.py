@@ -4,7 +4,7 @@ checks, from episodes played through the real episode loop (cad in a Docker sand
 import pytest
 from transformers import AutoTokenizer
 
-from backend.domains import get_domain
+from domains.registry import get_domain
 from backend.store import Store
 from trainer.episodes import rollout_episodes
 

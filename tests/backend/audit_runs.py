@@ -4,7 +4,7 @@ directly, no model. `collapsing` learns the format and then answers "1" to every
 
 from __future__ import annotations
 
-from backend.domains import ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT
+from domains.contract import ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT
 from backend.store import Store
 from trainer.audit import audit_metrics
 from trainer.types import Completion, Sample

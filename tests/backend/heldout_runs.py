@@ -9,7 +9,8 @@ seeds and "0" otherwise, and basic_arithmetic correctly everywhere."""
 from __future__ import annotations
 
 from backend.config import parse_config
-from backend.domains import get_domain, heldout_seeds
+from domains.registry import get_domain
+from domains.splits import heldout_seeds
 from backend.store import Store
 from trainer.evaluate import record_heldout
 from trainer.types import Completion, Sample

@@ -13,7 +13,9 @@ from backend.baselines import (
     question_parts,
     suite_baselines,
 )
-from backend.domains import FORMAT_WEIGHT, PASS_THRESHOLD, get_domain, heldout_seeds
+from domains.contract import FORMAT_WEIGHT, PASS_THRESHOLD
+from domains.registry import get_domain
+from domains.splits import heldout_seeds
 from backend.eval_report import baselines_table, build_report, headline_rows, headline_text, report_html
 from backend.evaluation import baseline_extras, summary_of
 from backend.store import Store

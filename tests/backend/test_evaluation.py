@@ -7,7 +7,7 @@ import pytest
 
 from backend.cli import main
 from backend.cli_eval import FLAGS, normalize_argv
-from backend.domains import HELDOUT_SEED_RANGE, TRAIN_SEED_RANGE, is_heldout
+from domains.splits import HELDOUT_SEED_RANGE, TRAIN_SEED_RANGE, is_heldout
 from backend.errors import ConfigError, EvalNotFound, ModelNotFound
 from backend.evaluation import (
     EvalSettings, model_identity, parse_settings, resolve_eval_model, resolve_eval_ref, suite_tasks,
@@ -153,7 +153,7 @@ def test_eval_config_takes_the_mix_the_domains_or_the_runs_own(tiny_model_dir, t
 def test_seen_in_training_counts_prompts_the_run_sampled_exactly(tmp_path, tiny_model_dir):
     from transformers import AutoTokenizer
 
-    from backend.domains import get_domain
+    from domains.registry import get_domain
     from backend.evaluation import seen_in_training
     from tests.backend.test_store import make_samples
     from trainer.prompts import render_prompt

@@ -199,10 +199,11 @@ def test_hostile_uploaded_documents_are_refused_or_cleaned(fault):
 
 
 def test_fuzzed_model_outputs_never_break_the_answer_extractors(fault):
-    from backend.answer_guard import unsafe_reason
-    from backend.code_domains import extract_code
-    from backend.domains import MAX_COMPLETION_CHARS, extract_answer, get_domain
-    from backend.fences import fenced_blocks
+    from domains.answer_guard import unsafe_reason
+    from domains.code.humaneval import extract_code
+    from domains.answers import MAX_COMPLETION_CHARS, extract_answer
+    from domains.registry import get_domain
+    from domains.fences import fenced_blocks
 
     domains = [get_domain(n) for n in ("basic_arithmetic", "chain_sum", "puzzle24", "polynomial_multiplication")]
     tasks = [(d, d.make_task(3, 1)) for d in domains]
@@ -235,9 +236,9 @@ def test_fuzzed_model_outputs_never_break_the_answer_extractors(fault):
 
 
 def test_fuzzed_model_outputs_never_break_the_tool_call_parser(fault, tmp_path):
-    from backend.domains import get_domain
-    from backend.tool_env import ToolEnv
-    from backend.tools import CALL_CLOSE, CALL_OPEN, parse_tool_calls
+    from domains.registry import get_domain
+    from domains.tools.env import ToolEnv
+    from domains.tools.contract import CALL_CLOSE, CALL_OPEN, parse_tool_calls
     from tests.reliability.store_workers import samples
 
     call_body = st.builds(lambda n, a: {"name": n, "arguments": a}, st.sampled_from(["sql", "calculator", "nope"])
@@ -304,8 +305,8 @@ def _trajectories_page(db: Path, monkeypatch, run_id: str):
 
 
 def test_giant_model_outputs_are_bounded_stored_and_shown(fault, tmp_path, monkeypatch):
-    from backend.domains import extract_answer
-    from backend.tools import parse_tool_calls
+    from domains.answers import extract_answer
+    from domains.tools.contract import parse_tool_calls
 
     giant = ("<tool_call>" + "{" * 100_000 + "</tool_call>") + "x" * (8 * 2**20)  # 8 MiB of one reply
     calls, errors = parse_tool_calls(giant)
@@ -381,8 +382,8 @@ def _sandbox_backend() -> str:
 def test_prompt_injection_in_task_text_only_ever_reaches_the_sandbox(fault, tmp_path, monkeypatch):
     import dataclasses
 
-    from backend.domains import get_domain
-    from backend.tool_env import ToolEnv
+    from domains.registry import get_domain
+    from domains.tools.env import ToolEnv
     from sandboxes import open_sandbox
     from sandboxes.spec import SandboxSpec
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from backend.domains import CORRECT_WEIGHT, FORMAT_WEIGHT
+from domains.contract import CORRECT_WEIGHT, FORMAT_WEIGHT
 from tests.backend.audit_runs import sample
 from trainer.audit import answer_signals, audit_metrics, copied, row_of_sample
 from trainer.types import Completion, Sample

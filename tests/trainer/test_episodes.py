@@ -6,7 +6,7 @@ model's tokenizer) plays reference solutions, so the test knows what the reward 
 
 import pytest
 
-from backend.domains import get_domain
+from domains.registry import get_domain
 from trainer.episodes import SandboxRuntime, observation_ids, rollout_episodes
 from trainer.groups import assign_advantages
 from trainer.rollout.base import RolloutEngine

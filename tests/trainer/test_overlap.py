@@ -166,13 +166,15 @@ def test_a_verifier_that_hangs_behind_the_learner_times_out_that_sample_and_the_
         tiny_model_dir, tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
-    from backend import domains as D
-    from tests.backend.test_upstream import hanging_verifier
+    from domains import registry
+    from domains.contract import FORMAT_WEIGHT
+    from domains.reasoning_gym import domain as rg
+    from tests.domains.test_upstream import hanging_verifier
     from trainer.rollout import open_engine
 
-    D.registry()
-    monkeypatch.setitem(D._REGISTRY, "basic_arithmetic", hanging_verifier())
-    monkeypatch.setattr(D, "SCORE_TIMEOUT_S", 0.5)
+    registry.registry()
+    monkeypatch.setitem(registry._REGISTRY, "basic_arithmetic", hanging_verifier())
+    monkeypatch.setattr(rg, "SCORE_TIMEOUT_S", 0.5)
     steps = 3
     cfg = _cfg(tiny_model_dir, True, domains=["basic_arithmetic"], steps=steps)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -191,5 +193,5 @@ def test_a_verifier_that_hangs_behind_the_learner_times_out_that_sample_and_the_
     assert timed_out[0]["step"] == engine.hung[0] + 1 >= 2  # a step rolled out behind the learner
     assert timed_out[0]["breakdown"]["verifier_error"] == (
         "GenerationTimeout: scoring a basic_arithmetic answer took over 0.5 s")
-    assert timed_out[0]["reward"] == pytest.approx(D.FORMAT_WEIGHT)
+    assert timed_out[0]["reward"] == pytest.approx(FORMAT_WEIGHT)
     assert recorded == set(range(1, steps + 1)) and len(rows) == steps * 8  # every step went on

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from backend.config import parse_config
-from backend.domains import get_domain
+from domains.registry import get_domain
 from backend.errors import ConfigError
 from sandboxes.pool import SandboxPool, Scheduler
 from trainer.episodes import SandboxRuntime, rollout_episodes, sandbox_spec

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from backend.errors import ConfigError
-from backend.long_docs import Needle, needle_task
+from domains.long_docs.domain import Needle, needle_task
 from backend.store import Store
 from trainer.context_length import SweepConfig, run_sweep
 from trainer.scoring import rollout

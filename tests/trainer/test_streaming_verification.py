@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from backend.domains import get_domain
+from domains.registry import get_domain
 from tests.trainer.test_episodes import docker_runtime
 from trainer.prompts import render_prompt
 from trainer.scoring import rollout

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from backend.domains import get_domain
+from domains.registry import get_domain
 from trainer.episodes import episode_prompt, observation_ids, rollout_episodes
 from trainer.groups import assign_advantages
 from trainer.metrics import rollout_metrics

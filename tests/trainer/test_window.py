@@ -8,7 +8,7 @@ import json
 import pytest
 
 from backend.config import parse_config
-from backend.domains import get_domain
+from domains.registry import get_domain
 from backend.errors import ConfigError
 from backend.store import Store
 from tests.backend.test_runs import record_checkpoint

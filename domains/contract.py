@@ -1,0 +1,270 @@
+"""The domain contract: what every domain is and does, whatever its family.
+
+A *domain* (DESIGN.md) is a family of tasks with one automatic verifier. Every domain has
+the same core, `Domain`: catalogue facts (name, family, description, source, licence,
+numbered levels with notes, the environment it runs in), `make_task(seed, difficulty)`
+(deterministic: the same pair always gives the same `Task`), `messages(task)` (the chat
+that poses it) and `reference_completion(task)` (a reply the verifier gives full marks).
+What differs between domains is how a reply becomes a reward; each domain is exactly one
+of these typed parts, and callers dispatch on them with `isinstance`, never on `kind`
+strings or `hasattr` probes:
+
+| part | the reward comes from | verbs beyond the core | families |
+|---|---|---|---|
+| `TextDomain` | one completion, scored in this process | `score`, `wrap_answer` | reasoning-gym |
+| `RetrievalDomain` | one completion over a context retrieved from documents | `documents`, `context`, `messages(task, tokenizer, budget)` | long documents |
+| `SandboxDomain` | one completion, scored by a job in a sandbox | `verification_job`, `score_result` | code |
+| `EpisodeDomain` | a multi-turn episode in a Gymnasium environment (`EpisodeEnv`) | `make_env`, `reference_turns`, `wrong_turns` | terminal |
+| `ToolUseDomain` | an episode of contract-first tool calls | `tool_specs`, `opening`, `tool_runner`, `score_episode` | tools, cad |
+
+`needs_sandbox` says whether scoring or playing needs a sandbox (every `SandboxDomain`,
+the terminal domains, tool_files and cad). `check_domain` (`domains.conformance`) checks
+a domain against this contract; every registered domain passes it in the fast suite.
+
+    from domains.contract import Task, TextDomain
+    isinstance(get_domain("chain_sum"), TextDomain)      # True: score(task, completion)
+
+Rewards of the answer-line domains: reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT *
+correct, in [0, 1]. Not covered here: the registry (`domains.registry`), the held-out
+split (`domains.splits`), which answer of a reply is scored (`domains.answers`).
+"""
+
+from __future__ import annotations
+
+import abc
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from backend.errors import ConfigError
+
+# Reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct. The format term exists
+# because SmolLM2-135M rarely writes the answer line at all (0-10% of samples), so the
+# first gains of RL come from learning the format; correctness carries most of the weight.
+FORMAT_WEIGHT = 0.2
+CORRECT_WEIGHT = 0.8
+
+DIFFICULTIES = (1, 2, 3)  # levels of the hand-made domains (1 easy .. 3 hard)
+
+SYSTEM_PROMPT = "You are a helpful assistant. Solve the problem and keep your reply short."
+ANSWER_INSTRUCTION = "Give your final answer on the last line as: Answer: <answer>"
+TAG_INSTRUCTION = "Give your final answer between <answer> and </answer> tags; it may span several lines."
+# a pass is full marks; partial credit that sums to 0.9999999999999999 (spell_backward
+# gives that to the answer followed by junk) is not
+PASS_THRESHOLD = 1.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """One instance of a domain.
+
+    Attributes:
+        domain: Domain name, e.g. "basic_arithmetic".
+        seed: Task seed; the same (domain, seed, difficulty) always gives the same task.
+        question: The generator's question text (shown to the model).
+        answer: Hidden reference answer (never shown to the model).
+        difficulty: Level 1..n (1 easy .. n hard).
+        entry: The generator's entry (question/answer/metadata, or the family's own fields:
+            a terminal task's files and checker, a tool task's tools) as plain JSON types
+            (for storage and display).
+        raw_entry: The entry exactly as the generator made it (tuples, Fractions): the
+            verifier gets this one, since some scorers compare with `==` (arc_agi boards
+            are tuples). None for tasks rebuilt from JSON; `score` then regenerates it.
+    """
+
+    domain: str
+    seed: int
+    question: str
+    answer: str
+    difficulty: int
+    entry: dict
+    raw_entry: Any = field(default=None, compare=False, repr=False)
+
+
+def as_int(value: Any) -> int | None:
+    """value as a plain int (numpy ints too), or None for bools, floats and the rest."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def check_difficulty(difficulty: Any, levels: Any = DIFFICULTIES) -> int:
+    """difficulty as an int if it is one of `levels` (a sequence or a dict of levels).
+
+    Raises:
+        ConfigError: naming the valid levels.
+    """
+    level = as_int(difficulty)
+    if level not in levels:
+        raise ConfigError(f"difficulty must be one of {sorted(levels)}, got {difficulty!r}")
+    return level
+
+
+class Domain(abc.ABC):
+    """The core every domain has. Subclasses are frozen dataclasses (or plain classes)
+    that also set these catalogue facts:
+
+    Attributes:
+        name: Registry name, e.g. "chain_sum" (unique).
+        family: Family for the catalogue ("arithmetic", "code", "terminal", "tool_use", ...).
+        kind: The catalogue's word for the part ("single_turn", "retrieval", "code",
+            "multi_turn"): for display and filters only; callers dispatch on the class.
+        description: One line for the page.
+        source: Where tasks and verifier come from (package and version).
+        license: Licence of the generator's code and data.
+        levels: Difficulty level (1 easy .. n hard) -> the generator's configuration.
+        level_notes: Difficulty level -> what the level means, for the page.
+        answer_format: "line" (a final `Answer: ...` line) or "tag" (`<answer>...</answer>`).
+        pooled: The tasks come from a finite pool of items split into training and held-out
+            sides (`domains.splits`).
+        multiple_answers: A task may have several valid answers (validation then doesn't
+            treat other tasks' answers as wrong ones).
+        needs_sandbox: Scoring or playing a task needs a sandbox.
+    """
+
+    name: str
+    family: str
+    kind: str
+    description: str
+    source: str
+    license: str
+    levels: Mapping[int, Any]
+    level_notes: Mapping[int, str]
+    answer_format: str = "line"
+    pooled: bool = False
+    multiple_answers: bool = False
+    needs_sandbox: bool = False
+
+    @property
+    @abc.abstractmethod
+    def environment(self) -> dict:
+        """Where tasks run and how they are verified, as JSON-able facts for the catalogue."""
+
+    @abc.abstractmethod
+    def make_task(self, seed: int, difficulty: int = 1) -> Task:
+        """The deterministic task for (seed, difficulty).
+
+        Raises:
+            ConfigError: seed is not a non-negative int or difficulty is not a level.
+        """
+
+    @abc.abstractmethod
+    def messages(self, task: Task) -> list[dict]:
+        """The chat messages ({"role", "content"}) that pose `task`, before the model's
+        chat template."""
+
+    @abc.abstractmethod
+    def reference_completion(self, task: Task) -> str:
+        """A reply the verifier gives full marks (validation, the page's verifier box)."""
+
+
+class TextDomain(Domain):
+    """A domain whose reward comes from one completion, scored in this process."""
+
+    kind = "single_turn"
+
+    @abc.abstractmethod
+    def score(self, task: Task, completion: str) -> tuple[float, dict]:
+        """(reward in [0, 1], breakdown) for one completion; never raises on bad replies.
+
+        breakdown holds at least "format" and "correct" (0.0 or 1.0) and "extracted" (the
+        answer scored, or None).
+        """
+
+    @abc.abstractmethod
+    def wrap_answer(self, answer: str) -> str:
+        """`answer` written the way this domain asks for it (`Answer: 17`, `<answer>..`)."""
+
+
+class RetrievalDomain(TextDomain):
+    """A text domain over long documents: the prompt holds only the fragments that
+    retrieval picked for the question, in a token budget (`retrieval.context`)."""
+
+    kind = "retrieval"
+
+    @abc.abstractmethod
+    def documents(self, task: Task) -> dict[str, str]:
+        """The task's documents, name -> text (the haystack; may be ~4M characters)."""
+
+    @abc.abstractmethod
+    def context(self, task: Task, tokenizer: Any = None, budget_tokens: int | None = None) -> Any:
+        """The assembled context (`retrieval.context.AssembledContext`) in `budget_tokens`
+        tokens of `tokenizer` (None: the embedding model's)."""
+
+    @abc.abstractmethod
+    def messages(self, task: Task, tokenizer: Any = None, budget_tokens: int | None = None) -> list[dict]:
+        """The question after its retrieved context, in `budget_tokens` of `tokenizer`."""
+
+
+class SandboxDomain(Domain):
+    """A domain whose one completion is scored by a job run in a sandbox (unit tests)."""
+
+    kind = "code"
+    needs_sandbox = True
+
+    @abc.abstractmethod
+    def verification_job(self, task: Task, completion: str) -> Any:
+        """The `sandboxes.pool.SandboxJob` that checks `completion`."""
+
+    @abc.abstractmethod
+    def score_result(self, task: Task, completion: str, job: Any) -> tuple[float, dict]:
+        """(reward, breakdown) from the job's `JobResult`; breakdown["fault"] == "harness"
+        when the sandbox machinery failed (the sample then counts for nothing)."""
+
+
+class EpisodeEnv(gym.Env, abc.ABC):
+    """The Gymnasium environment an `EpisodeDomain` plays a task in: `reset(options={"task":
+    task})`, `step(model_text) -> (observation, reward, terminated, truncated, info)` (info
+    holds the turn's record under "turn" and, when the episode ends, the verdict under
+    "check" or "breakdown"), `close()`, and `finish`."""
+
+    @abc.abstractmethod
+    def finish(self, final_text: str) -> tuple[float, dict]:
+        """End the episode early (its token budget is spent) and score it as it stands:
+        (reward, info) with "check" or "breakdown" as `step` gives them at the end."""
+
+
+class EpisodeDomain(Domain):
+    """A multi-turn domain: a task is played as an episode in a Gymnasium environment
+    (`reset` / `step` / `close`), which scores it at the end."""
+
+    kind = "multi_turn"
+
+    @abc.abstractmethod
+    def make_env(self, sandbox: Any = None, max_turns: int = 4, timeout_s: float = 10.0) -> EpisodeEnv:
+        """An `EpisodeEnv` for this domain's tasks on `sandbox` (None where not needed)."""
+
+    @abc.abstractmethod
+    def reference_turns(self, task: Task) -> list[str]:
+        """The model turns of an episode that solves `task` (validation)."""
+
+    @abc.abstractmethod
+    def wrong_turns(self, task: Task) -> list[str]:
+        """The model turns of an episode that must not score 1 (validation)."""
+
+
+class ToolUseDomain(EpisodeDomain):
+    """An episode domain whose turns call tools by contract (`domains.tools.contract`):
+    the rollout hands `tool_specs` to the chat template after `opening`."""
+
+    @abc.abstractmethod
+    def tool_specs(self, task: Task) -> list:
+        """The `ToolSpec`s the model may call on `task`."""
+
+    @abc.abstractmethod
+    def opening(self, task: Task) -> list[dict]:
+        """The first messages of an episode, without the tool list."""
+
+    @abc.abstractmethod
+    def tool_runner(self, task: Task, sandbox: Any, timeout_s: float = 10.0, max_calls: int = 4) -> Any:
+        """A `ToolRunner` over this task's tools (its database, documents or sandbox)."""
+
+    @abc.abstractmethod
+    def score_episode(self, task: Task, final_text: str, results: list, sandbox: Any = None) -> tuple[float, dict]:
+        """(reward, breakdown) of a finished episode from its last reply and tool results."""

@@ -1,0 +1,123 @@
+"""The domain registry: the one module that imports every domain family.
+
+    from domains.registry import get_domain, build_messages, heldout_tasks
+    d = get_domain("chain_sum")
+    task = d.make_task(seed=train_seed(rng), difficulty=2)
+    messages = build_messages(task)            # -> the trainer's chat template
+    reward, breakdown = d.score(task, completion)
+
+The families (`domains.reasoning_gym`, `domains.code`, `domains.terminal`,
+`domains.long_docs`, `domains.tools`, `domains.cad`) build their domains; this module
+gathers them by name, built on first use (importing reasoning-gym and its curricula takes
+~2 s). Every registered domain follows the contract of `domains.contract` and passes
+`domains.conformance.check_domain` (tests/domains/test_contract.py).
+
+Not covered here: mixes (`domains.mixes`), validation (`domains.validation`) and the
+curriculum (`trainer.curriculum`) -- they use this registry; chat templates (the trainer
+applies the model's template to `build_messages`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections.abc import Sequence
+
+from backend.errors import DomainNotFound
+from domains.contract import Domain, RetrievalDomain, Task
+from domains.splits import HELDOUT_SEED_RANGE, heldout_seeds
+
+_REGISTRY: dict[str, Domain] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def registry() -> dict[str, Domain]:
+    """All registered domains by name, built on first call: the hand-made six, every
+    other reasoning-gym generator (`domains.reasoning_gym.catalogue`), `humaneval` and the
+    `terminal_*` family (sandbox-verified), the long-document domains
+    (`domains.long_docs.domain`: needle_haystack, financial_report) and the tool-use domains
+    (`domains.tools.domain`: tool_sql, tool_calc, tool_files, tool_docs; `domains.cad.domain`:
+    cad_bracket, cad_shaft, cad_table)."""
+    if not _REGISTRY:
+        with _REGISTRY_LOCK:
+            if not _REGISTRY:
+                # the families on first use, not at import: they pull in gymnasium, numpy,
+                # sandboxes and retrieval (~0.3 s), which `rlwb --help` and the page's start skip
+                from domains.cad.domain import cad_domains
+                from domains.code.humaneval import HUMANEVAL
+                from domains.long_docs.domain import long_doc_domains
+                from domains.reasoning_gym.catalogue import build_rg_domains
+                from domains.reasoning_gym.hand_made import hand_made_domains
+                from domains.terminal.env import TERMINAL_DOMAINS
+                from domains.tools.domain import tool_domains
+
+                hand = hand_made_domains()
+                long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
+                built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
+                         **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains()}
+                _REGISTRY.update(sorted(built.items()))
+    return _REGISTRY
+
+
+def domain_names() -> list[str]:
+    """Names of the registered domains, sorted."""
+    return sorted(registry())
+
+
+def get_domain(name: str) -> Domain:
+    """The registered domain called `name`.
+
+    Raises:
+        DomainNotFound: If no such domain; the message suggests close names.
+    """
+    try:
+        return registry()[name]
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), domain_names(), n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise DomainNotFound(f"unknown domain {name!r}; {hint}list them with `rlwb domains list`") from None
+
+
+def build_messages(task: Task, tokenizer=None, context_budget_tokens: int | None = None) -> list[dict]:
+    """Chat messages that pose a task to the model (its domain's `messages`): for
+    reasoning-gym domains the question plus the answer-format instruction
+    (`ANSWER_INSTRUCTION`); coding and terminal domains have their own instructions;
+    retrieval domains put the context assembled in `tokenizer`'s tokens (the policy's;
+    None: the embedding model's, for previews) before the question, in
+    `context_budget_tokens` (None: the domain's default)."""
+    domain = get_domain(task.domain)
+    if isinstance(domain, RetrievalDomain):
+        if context_budget_tokens is None:
+            return domain.messages(task, tokenizer)
+        return domain.messages(task, tokenizer, context_budget_tokens)
+    return domain.messages(task)
+
+
+DISTINCT_SCAN = 4  # `heldout_tasks` tries at most this many held-out seeds per task wanted
+
+
+def heldout_tasks(domain: str, levels: Sequence[int], n: int, offset: int = 0) -> list[Task]:
+    """Up to `n` held-out tasks of `domain` with distinct questions, the same every time.
+
+    The held-out seeds from `offset` are taken in order, the i-th at level
+    `levels[i % len(levels)]`; a task whose (level, question) repeats an earlier kept one is
+    passed over, so a small domain (products level 1 has 36 held-out questions, a pooled
+    one its held-out side) is not counted several times over, which would narrow its
+    intervals for nothing. At most `DISTINCT_SCAN * n` seeds are tried: a domain with fewer
+    distinct held-out questions gives fewer tasks.
+
+    Raises:
+        ConfigError: an unknown level, or the seeds would leave the held-out range.
+        DomainNotFound: no such domain.
+    """
+    span = HELDOUT_SEED_RANGE[1] - HELDOUT_SEED_RANGE[0]
+    seeds = heldout_seeds(max(n, min(DISTINCT_SCAN * n, span - offset)), offset)  # raises past the range
+    d, seen, out = get_domain(domain), set(), []
+    for i, seed in enumerate(seeds if levels else []):
+        task = d.make_task(seed, levels[i % len(levels)])
+        if (task.difficulty, task.question) not in seen:
+            seen.add((task.difficulty, task.question))
+            out.append(task)
+            if len(out) == n:
+                break
+    return out

@@ -1,0 +1,484 @@
+"""Domain validation: is a domain's reward automatic, its environment stable, its tasks diverse?
+
+`validate(names)` checks each domain at every difficulty level and returns one report
+per domain (stored by `rlwb domains validate`; a domain whose latest report failed can't
+join a mix). Per level:
+
+- **generation**: `n_tasks` tasks from consecutive training seeds; mean generation time
+  per task in CPU seconds of the validating thread, so load from other processes doesn't
+  count (a level slower than `MAX_GEN_S_PER_TASK` fails: it can't feed rollouts).
+- **diversity**: distinct tasks per 100 (question, answer and environment such as a
+  terminal task's files; fails below `MIN_DISTINCT_PER_100`), distinct prompts per 100,
+  and the prompt-length distribution in characters (min, p10, p50, p90, max).
+- **determinism**: the first seeds regenerated from a fresh generator give the same tasks;
+  `validate` also regenerates them in a child process with another PYTHONHASHSEED (set
+  iteration order differs there), so hidden dependence on hash order is caught.
+- **verifier** on `n_verify` tasks: the reference answer, written in the domain's answer
+  format, must pass (correct = 1, reward = 1); wrong answers (other tasks' reference
+  answers that differ) must not pass; blank answers ("", "Answer:", empty tags) and
+  malformed ones (no answer marker, control characters, over-long text, None) must get
+  reward 0; the verifier must never raise (a raising verifier is counted). A correct
+  answer followed by junk (" zzz 12345") is tried too and reported as `junk_accepted`
+  (a lenient parser, not a failure: the answer it finds is still the right one).
+
+Sandboxed domains (humaneval, terminal_*) are verified in a sandbox pool of the requested
+backend: reference solutions must pass, empty and wrong ones fail. Without a sandbox
+backend they fail validation with that reason (they can't be trained here either).
+
+    reports = validate(["chain_sum", "maze"], n_tasks=100)
+    reports[0]["passed"], reports[0]["reasons"]      # True, []
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from domains.answers import MAX_COMPLETION_CHARS
+from domains.reasoning_gym.domain import RG_VERSION
+from domains.contract import Task
+from domains.reasoning_gym import domain as rg
+from domains.registry import get_domain
+
+MIN_DISTINCT_PER_100 = 20  # fewer distinct prompts per 100 tasks is too little diversity
+MAX_GEN_S_PER_TASK = 1.0  # CPU seconds; slower generation can't keep up with rollouts
+LEVEL_TIME_BUDGET_S = 30.0  # stop generating a level's tasks after this long (report what was made)
+DETERMINISM_SEEDS = (0, 1, 2)
+
+
+def task_digest(task: Task) -> str:
+    """SHA-256 (hex, 16 chars) of a task's question, answer and entry."""
+    blob = json.dumps([task.question, task.answer, task.entry], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def task_digests(names: list[str], seeds: tuple[int, ...] = DETERMINISM_SEEDS) -> dict[str, dict[str, list[str]]]:
+    """{domain: {level: [digest of each seed]}}; errors are recorded as "error: ..."."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for name in names:
+        d = get_domain(name)
+        out[name] = {}
+        for level in d.levels:
+            try:
+                out[name][str(level)] = [task_digest(d.make_task(s, level)) for s in seeds]
+            except Exception as e:  # noqa: BLE001 - reported, compared as a mismatch
+                out[name][str(level)] = [f"error: {type(e).__name__}"]
+    return out
+
+
+def cross_process_digests(names: list[str], timeout_s: float = 900.0) -> dict | None:
+    """`task_digests` computed in a child interpreter with a different PYTHONHASHSEED.
+
+    Returns:
+        The child's digests, or None if it failed (the reports then say so).
+    """
+    env = {**os.environ, "PYTHONHASHSEED": str(int.from_bytes(os.urandom(2), "big") + 1)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "domains.validation", *names], env=env, capture_output=True,
+                              text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _quantiles(values: list[int]) -> dict[str, float]:
+    if not values:
+        return {}
+    qs = statistics.quantiles(values, n=10, method="inclusive") if len(values) > 1 else [values[0]] * 9
+    return {"min": min(values), "p10": qs[0], "p50": statistics.median(values), "p90": qs[8], "max": max(values),
+            "mean": round(statistics.fmean(values), 1)}
+
+
+def _blank_and_malformed(domain, task: Task) -> tuple[list[str], list[Any]]:
+    answer = task.answer
+    blank = ["", "Answer:", "<answer></answer>", "<answer>   </answer>"]
+    malformed = [
+        None,
+        f"the result is {answer}",  # no answer marker
+        f"Answer: {answer}\x00",  # control character
+        f"<answer>{answer}\x07</answer>",
+        "Answer: \ud800",  # lone surrogate
+        "x" * (MAX_COMPLETION_CHARS + 1) + domain.wrap_answer(answer),  # over-long
+    ]
+    return blank, malformed
+
+
+def _corrupt(answer: str) -> str:
+    """The answer with its first letter or digit changed (digit + 1, letter shifted by one):
+    a near miss that must not pass."""
+    for i, ch in enumerate(answer):
+        if ch.isdigit():
+            return answer[:i] + str((int(ch) + 1) % 10) + answer[i + 1:]
+        if ch.isalpha() and ch.isascii():
+            nxt = "a" if ch == "z" else "A" if ch == "Z" else chr(ord(ch) + 1)
+            return answer[:i] + nxt + answer[i + 1:]
+    return answer + " 0"
+
+
+def _numerically_close(a: str, b: str, rel: float = 1e-3) -> bool:
+    """True if both parse as numbers within `rel` relative difference (verifiers accept a
+    tolerance, so such an answer is not a wrong one)."""
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= rel * max(abs(x), abs(y), 1e-12)
+
+
+def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
+    """Verifier checks of an in-process domain on the first n_verify tasks."""
+    ref_pass = wrong_rejected = wrong_n = blank_zero = blank_n = bad_zero = bad_n = errors = 0
+    junk_accepted = junk_n = 0
+    partial: list[float] = []
+    problems: list[str] = []  # failures beyond the counted reference and wrong-answer checks
+    examples: list[str] = []  # which reference or wrong answers misbehaved
+    answers = [t.answer for t in tasks]
+    for task in tasks[:n_verify]:
+        if domain.answer_format == "line" and "\n" in task.answer.strip():
+            problems.append(f"seed {task.seed}: the reference answer spans lines but the domain asks for one line")
+        reward, b = domain.score(task, domain.reference_completion(task))
+        errors += "verifier_error" in b
+        if reward == 1.0 and b.get("correct") == 1.0:
+            ref_pass += 1
+        elif len(examples) < 5:
+            examples.append(f"seed {task.seed}: reference answer {task.answer[:60]!r} scored {b.get('score', 0):.2f}")
+        others = [] if domain.multiple_answers else answers
+        wrong = [a for a in dict.fromkeys([*others, _corrupt(task.answer)])
+                 if a.strip() and a.strip() != task.answer.strip() and not _numerically_close(a, task.answer)][-3:]
+        for a in wrong:
+            reward, b = domain.score(task, domain.wrap_answer(a))
+            errors += "verifier_error" in b
+            wrong_n += 1
+            partial.append(float(b.get("score", 0.0)))
+            if b.get("correct") == 0.0:
+                wrong_rejected += 1
+            elif len(examples) < 5:
+                examples.append(f"seed {task.seed}: wrong answer {a[:40]!r} passed (reference {task.answer[:40]!r})")
+        for junk in (" zzz 12345", ", zzz"):  # a correct answer followed by junk: lenient, reported
+            junk_n += 1
+            junk_accepted += domain.score(task, domain.wrap_answer(task.answer + junk))[1].get("correct") == 1.0
+        blank, malformed = _blank_and_malformed(domain, task)
+        for text in blank:
+            blank_n += 1
+            blank_zero += domain.score(task, text)[0] == 0.0
+        for text in malformed:
+            bad_n += 1
+            bad_zero += domain.score(task, text)[0] == 0.0
+    n = min(n_verify, len(tasks))
+    if blank_zero < blank_n:
+        problems.append(f"{blank_n - blank_zero} of {blank_n} blank answers got a reward above 0")
+    if bad_zero < bad_n:
+        problems.append(f"{bad_n - bad_zero} of {bad_n} malformed answers got a reward above 0")
+    if wrong_n == 0 and n:
+        problems.append("no wrong answer to try: every task has the same reference answer")
+    return {"reference_pass": ref_pass, "reference_n": n, "wrong_rejected": wrong_rejected, "wrong_n": wrong_n,
+            "wrong_partial_score_mean": round(statistics.fmean(partial), 3) if partial else None,
+            "blank_zero": blank_zero, "blank_n": blank_n, "malformed_zero": bad_zero, "malformed_n": bad_n,
+            "junk_accepted": junk_accepted, "junk_n": junk_n, "verifier_errors": errors, "problems": problems,
+            "examples": examples}
+
+
+def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict:
+    """Verifier checks of a sandboxed domain (humaneval or terminal_*) in `pool`."""
+    from collections import Counter
+
+    tally: Counter = Counter()
+    problems: list[str] = []
+    sample = tasks[:n_verify]
+
+    def count(kind: str, reward: float) -> None:
+        """reference must score 1, wrong answers below 1 (tool domains keep their format
+        credit), blank and malformed answers 0."""
+        group = "reference" if kind == "reference" else "wrong" if kind == "wrong" else "blank"
+        tally[f"{group}_n"] += 1
+        tally[group] += reward == 1.0 if kind == "reference" else reward < 1.0 if kind == "wrong" else reward == 0.0
+
+    if domain.kind == "multi_turn":
+        with pool.lease() as sb:
+            for task in sample:
+                cases = {"reference": domain.reference_turns(task), "wrong": domain.wrong_turns(task),
+                         "blank": [""], "malformed": ["I would do it like this, but I won't."]}
+                for kind, turns in cases.items():
+                    count(kind, play_turns(domain, task, turns, sb)[0])
+    else:
+        from sandboxes.pool import Scheduler
+
+        cases = []
+        for task in sample:
+            other = next((o for o in tasks if o.entry["task_id"] != task.entry["task_id"]), None)
+            cases += [("reference", task, domain.reference_completion(task)), ("blank", task, ""),
+                      ("malformed", task, "```python\ndef broken(:\n```")]
+            if other is not None:
+                cases.append(("wrong", task, other.answer))
+        sched = Scheduler(pool)
+        try:
+            results = sched.run([domain.verification_job(t, c) for _, t, c in cases])
+        finally:
+            sched.close()
+        for (kind, task, completion), res in zip(cases, results):
+            reward, b = domain.score_result(task, completion, res)
+            if b.get("fault"):
+                problems.append(f"harness fault on {task.entry['task_id']}: {b.get('error', '')[:100]}")
+            else:
+                count(kind, reward)
+    n = len(sample)
+    if tally["blank"] < tally["blank_n"]:
+        problems.append(f"{tally['blank_n'] - tally['blank']} of {tally['blank_n']} empty or malformed answers "
+                        "got a reward above 0")
+    return {"reference_pass": tally["reference"], "reference_n": n, "wrong_rejected": tally["wrong"],
+            "wrong_n": tally["wrong_n"], "blank_zero": tally["blank"], "blank_n": tally["blank_n"],
+            "malformed_zero": 0, "malformed_n": 0, "verifier_errors": 0, "problems": problems}
+
+
+def validate_domain(name: str, n_tasks: int = 100, n_verify: int = 5, pool=None,
+                    sandbox_note: str = "") -> dict:
+    """Validate one domain at every level (see the module docstring).
+
+    Args:
+        name: A registered domain.
+        n_tasks: Tasks generated per level for diversity and prompt lengths (>= 2).
+        n_verify: Tasks per level whose verifier is exercised.
+        pool: A `sandboxes.pool.SandboxPool` for sandboxed domains (None: they fail with
+            `sandbox_note` as the reason).
+
+    Returns:
+        The report: {"domain", "passed", "reasons": [str], "levels": [per-level dicts],
+        "duration_s", "reasoning_gym", "n_tasks", "kind", "family", "task_digests" (level ->
+        digests of the first seeds, compared with a second process by `validate`)}.
+
+    Raises:
+        DomainNotFound: unknown name.
+    """
+    domain = get_domain(name)
+    t0 = time.perf_counter()
+    reasons: list[str] = []
+    levels = []
+    digests: dict[str, list[str]] = {}  # level -> digests of DETERMINISM_SEEDS, as `task_digests` gives
+    for level in domain.levels:
+        row: dict[str, Any] = {"level": level}
+        tasks: list[Task] = []
+        start, cpu_start = time.perf_counter(), _cpu_time()
+        try:
+            for seed in range(n_tasks):
+                tasks.append(domain.make_task(seed, level))
+                if time.perf_counter() - start > LEVEL_TIME_BUDGET_S and len(tasks) >= 2:
+                    break
+        except Exception as e:  # noqa: BLE001 - any generator failure is the finding
+            reasons.append(f"level {level}: generation failed at seed {len(tasks)}: {type(e).__name__}: {e}"[:300])
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+            levels.append(row)
+            # what `task_digests` records for the level, so the cross-process check compares alike
+            digests[str(level)] = ([task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
+                                   if len(tasks) >= len(DETERMINISM_SEEDS) else [f"error: {type(e).__name__}"])
+            continue
+        # CPU time of this thread and of the upstream workers it called: other work on a
+        # shared machine doesn't inflate it
+        gen_s = (_cpu_time() - cpu_start) / max(len(tasks), 1)
+        prompts = [t.question for t in tasks]
+        row.update(n=len(tasks), gen_ms_per_task=round(gen_s * 1000, 2),
+                   distinct_per_100=round(100 * len({task_digest(t) for t in tasks}) / len(tasks), 1),
+                   distinct_prompts_per_100=round(100 * len(set(prompts)) / len(prompts), 1),
+                   prompt_chars=_quantiles([len(p) for p in prompts]))
+        if gen_s > MAX_GEN_S_PER_TASK:
+            reasons.append(f"level {level}: generation takes {gen_s:.2f} s per task (limit {MAX_GEN_S_PER_TASK} s)")
+        if row["distinct_per_100"] < MIN_DISTINCT_PER_100 and len(tasks) >= 20:
+            reasons.append(f"level {level}: only {row['distinct_per_100']:.0f} distinct tasks per 100 "
+                           f"(need {MIN_DISTINCT_PER_100})")
+        _reset_caches()
+        try:  # the first seeds again, from fresh generator instances
+            again = [task_digest(domain.make_task(s, level)) for s in DETERMINISM_SEEDS]
+        except Exception as e:  # noqa: BLE001
+            again = [f"error: {type(e).__name__}"]
+        first = [task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
+        row["deterministic"] = again[: len(first)] == first
+        digests[str(level)] = again
+        if not row["deterministic"]:
+            reasons.append(f"level {level}: the same seed gave different tasks after a fresh start")
+        if domain.needs_sandbox:
+            if pool is None:
+                row["verifier"] = "not run"
+                reasons.append(f"level {level}: verifier not exercised: {sandbox_note or 'no sandbox backend'}")
+                levels.append(row)
+                continue
+            checks = _check_sandbox_level(domain, tasks, n_verify, pool)
+        else:
+            checks = _check_rg_level(domain, tasks, n_verify)
+        row.update(checks)
+        if checks["reference_pass"] < checks["reference_n"]:
+            reasons.append(f"level {level}: {checks['reference_n'] - checks['reference_pass']} of "
+                           f"{checks['reference_n']} reference answers did not pass")
+        if checks["wrong_rejected"] < checks["wrong_n"]:
+            reasons.append(f"level {level}: {checks['wrong_n'] - checks['wrong_rejected']} of {checks['wrong_n']} "
+                           "wrong answers passed")
+        reasons += [f"level {level}: {p}" for p in checks["problems"]]
+        levels.append(row)
+    return {"domain": name, "family": domain.family, "kind": domain.kind, "passed": not reasons,
+            "reasons": list(dict.fromkeys(reasons)), "levels": levels, "n_tasks": n_tasks,
+            "duration_s": round(time.perf_counter() - t0, 2), "reasoning_gym": RG_VERSION, "task_digests": digests}
+
+
+def _cpu_time() -> float:
+    """CPU seconds of this thread plus those the upstream workers spent on its calls."""
+    from domains.reasoning_gym.domain import UPSTREAM
+
+    return time.thread_time() + UPSTREAM.cpu_time()
+
+
+def _reset_caches() -> None:
+    """Forget built generators so the next task comes from a fresh instance."""
+    rg.reset_caches()
+
+
+def validate(names: list[str], n_tasks: int = 100, n_verify: int = 5, sandbox_backend: str | None = "docker",
+             cross_process: bool = True, progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """Validate several domains; see `validate_domain`.
+
+    Args:
+        sandbox_backend: "docker" or "local" for sandboxed domains; None skips them.
+        cross_process: Also compare task digests with a child process that uses another
+            PYTHONHASHSEED (one child for all names).
+        progress: Called with each report as it is finished.
+
+    Returns:
+        One report per name, in order; each also has "cross_process_deterministic"
+        (True/False, or None when not checked).
+
+    Raises:
+        DomainNotFound: an unknown name (before anything runs).
+    """
+    for n in names:
+        get_domain(n)
+    with ThreadPoolExecutor(1) as ex:  # the child process works while this one validates
+        pending = ex.submit(cross_process_digests, names) if cross_process else None
+        reports = _validate_all(names, n_tasks, n_verify, sandbox_backend, progress)
+        child = pending.result() if pending is not None else None
+    for r in reports:
+        if not cross_process:
+            r["cross_process_deterministic"] = None
+            continue
+        if child is None:
+            r["cross_process_deterministic"] = None
+            r["reasons"].append("cross-process determinism check did not complete")
+            r["passed"] = False
+            continue
+        same = child.get(r["domain"]) == r["task_digests"]
+        r["cross_process_deterministic"] = same
+        if not same:
+            r["reasons"].append("tasks differ between processes with different PYTHONHASHSEED (hash-order dependence)")
+            r["passed"] = False
+    return reports
+
+
+def _validate_all(names, n_tasks, n_verify, sandbox_backend, progress) -> list[dict]:
+    needs_pool = any(get_domain(n).needs_sandbox for n in names)
+    pool, note = None, ""
+    if needs_pool and sandbox_backend:
+        pool, note = _open_pool(sandbox_backend)
+    elif needs_pool:
+        note = "validation run without a sandbox backend"
+    reports = []
+    try:
+        for n in names:
+            r = validate_domain(n, n_tasks=n_tasks, n_verify=n_verify, pool=pool, sandbox_note=note)
+            reports.append(r)
+            if progress:
+                progress(r)
+    finally:
+        if pool is not None:
+            pool.close()
+    return reports
+
+
+def _open_pool(backend: str):
+    """(pool, "") or (None, why) for the sandboxed domains' verifier checks."""
+    from backend.errors import WorkbenchError
+    from sandboxes.pool import SandboxPool
+    from sandboxes.spec import SandboxSpec
+
+    try:
+        pool = SandboxPool(backend, SandboxSpec(memory_mb=256, episode_timeout_s=120), size=2,
+                           labels={"rlwb.purpose": "validation"}).start()
+        return pool, ""
+    except WorkbenchError as e:
+        return None, f"sandbox backend {backend!r} unavailable: {e}"
+
+
+def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tuple[float, dict]:
+    """Score a hand-written answer for a task, as training would (the page's
+    try-the-verifier box).
+
+    Args:
+        task: A task of any registered domain.
+        text: For single-turn domains the completion (e.g. "Answer: 7"); for humaneval the
+            code; for terminal domains shell commands, one turn per line (the episode
+            then ends with DONE); for sandboxed tool and cad domains one turn of tool calls
+            per line (DONE is added when the last line has calls).
+        sandbox_backend: Where sandboxed domains run ("docker" or "local").
+
+    Returns:
+        (reward, breakdown); for terminal domains breakdown has "check" (the checker's
+        verdict) and "turns".
+
+    Raises:
+        SandboxUnavailable: a sandboxed domain and no usable backend.
+    """
+    domain = get_domain(task.domain)
+    if not domain.needs_sandbox:
+        return domain.score(task, text)
+    from sandboxes.pool import SandboxPool, Scheduler
+    from sandboxes.spec import SandboxSpec
+
+    with SandboxPool(sandbox_backend, SandboxSpec(memory_mb=256, episode_timeout_s=60), size=1,
+                     labels={"rlwb.purpose": "try-verifier"}, gc_interval_s=0) as pool:
+        if domain.kind != "multi_turn":
+            sched = Scheduler(pool)
+            try:
+                [res] = sched.run([domain.verification_job(task, text)])
+            finally:
+                sched.close()
+            return domain.score_result(task, text, res)
+        if domain.family == "terminal":
+            turns = [*(f"```bash\n{c}\n```" for c in str(text).splitlines() if c.strip()), "DONE"]
+        else:  # tool domains: one turn per line (as `reference_completion` writes them), then DONE
+            from domains.tools.contract import parse_tool_calls
+
+            turns = [line for line in str(text).splitlines() if line.strip()] or [""]
+            if any(parse_tool_calls(turns[-1])):
+                turns.append("DONE")
+        with pool.lease() as sb:
+            reward, breakdown, turns_played = play_turns(domain, task, turns, sb)
+            return reward, {**breakdown, "turns": turns_played}
+
+
+def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 16) -> tuple[float, dict, list]:
+    """Play scripted turns of a multi-turn domain in `sandbox` (one env step each, ending the
+    episode after the last): (reward, breakdown, the turn records). For terminal domains
+    the breakdown is {"correct", "check"}; tool domains give their reward breakdown."""
+    env = domain.make_env(sandbox, max_turns=max_turns)
+    try:
+        env.reset(options={"task": task})
+        records = []
+        for turn in turns:
+            _, reward, term, trunc, info = env.step(turn)
+            records.append(info["turn"])
+            if term or trunc:
+                return reward, info.get("breakdown") or {"correct": reward, "check": info.get("check")}, records
+        # the scripted turns ran out before the episode ended
+        reward, info = env.finish(turns[-1] if turns else "")
+        return reward, info.get("breakdown") or {"correct": reward, "check": info.get("check")}, records
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":  # child of cross_process_digests: print digests as one JSON line
+    print(json.dumps(task_digests(sys.argv[1:])))
