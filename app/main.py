@@ -13,7 +13,7 @@ import streamlit as st
 
 from app.auth import require_access
 from app.common import check_liveness, db_path
-from backend.errors import WorkbenchError
+from core.errors import WorkbenchError
 
 st.set_page_config(page_title="RL Workbench", layout="wide")
 require_access()  # with an access token set, nothing below runs until it is given

@@ -38,7 +38,7 @@ import re
 from collections import Counter, defaultdict
 
 from domains.contract import FORMAT_WEIGHT, PASS_THRESHOLD, TextDomain
-from backend.eval_stats import MIN_TASKS_FOR_VERDICT, TaskKey, paired_delta, task_results
+from trainer.eval_stats import MIN_TASKS_FOR_VERDICT, TaskKey, paired_delta, task_results
 from trainer.audit import copied
 from domains.answers import extract_answer, numeric_answer
 from domains.registry import get_domain
@@ -184,7 +184,7 @@ def suite_baselines(rows: list[dict], tasks: dict[str, list] | None = None) -> d
         domain -> baselines; a domain that is not eligible, unknown to the registry, or
         whose tasks can't be regenerated is left out.
     """
-    from backend.errors import WorkbenchError
+    from core.errors import WorkbenchError
 
     by_domain: dict[str, list[dict]] = defaultdict(list)
     for r in rows:

@@ -26,13 +26,13 @@ import sys
 from pathlib import Path
 
 from backend import cli_eval, cli_retrieval, cli_runs
-from backend.choices import SANDBOX_BACKENDS
+from core.choices import SANDBOX_BACKENDS
 from backend.cli_common import isolation_notice, open_store, positive
-from backend.errors import WorkbenchError
+from core.errors import WorkbenchError
 
 
 def cmd_model_fetch(args) -> int:
-    from backend.models import fetch_model
+    from trainer.models import fetch_model
 
     path = fetch_model(args.name, force=args.force)
     print(f"{args.name}: {path}")
@@ -152,7 +152,7 @@ def _prompt_lengths(model: str):
     from transformers import AutoTokenizer
 
     from domains.registry import get_domain
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
     from trainer.window import prompt_lengths
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))

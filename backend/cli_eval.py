@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from backend.choices import ROLLOUT_ENGINES
+from core.choices import ROLLOUT_ENGINES
 from backend.cli_common import open_store, positive
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 
@@ -195,7 +195,7 @@ def cmd_eval_report(args) -> int:
 
 
 def cmd_eval_samples(args) -> int:
-    from backend.errors import ConfigError
+    from core.errors import ConfigError
     from backend.eval_report import side_label
     from backend.heldout import filter_pairs, pairs_text, task_pairs
 

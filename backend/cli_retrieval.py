@@ -18,16 +18,16 @@ import re
 import sys
 from pathlib import Path
 
-from backend.choices import ROLLOUT_ENGINES
+from core.choices import ROLLOUT_ENGINES
 from backend.cli_common import open_store, positive
-from backend.errors import DocumentError
+from core.errors import DocumentError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 
 
 def cmd_eval_context_length(args) -> int:
     from transformers import AutoTokenizer
 
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
     from trainer.context_length import SweepConfig, model_window, run_sweep
 
     cfg = SweepConfig(lengths=args.lengths, depths=args.depths, haystacks=args.haystacks,
@@ -68,7 +68,7 @@ def cmd_eval_context_length(args) -> int:
 def _policy_tokenizer(model: str):
     from transformers import AutoTokenizer
 
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(model))
 

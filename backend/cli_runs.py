@@ -44,7 +44,7 @@ def _progress(cfg, store, start: int = 0):
 
 
 def cmd_run(args) -> int:
-    from backend.config import load_config
+    from trainer.config import load_config
     from domains.mixes import resolve_mix
     from backend.runs import launch, log_path, run_foreground
 
@@ -148,7 +148,7 @@ def cmd_runs_stop(args) -> int:
 
 
 def cmd_runs_resume(args) -> int:
-    from backend.config import RunConfig
+    from trainer.config import RunConfig
     from backend.runs import log_path, resume, run_foreground
 
     store = open_store(args)

@@ -1,7 +1,7 @@
 """Evaluation report: one stored evaluation, or a baseline A against a model B side by side.
 
 Recomputes everything from the stored sample rows (`Store.eval_samples`) with
-`backend.eval_stats`: per domain and family pass@1, pass@k, mean reward and format rate
+`trainer.eval_stats`: per domain and family pass@1, pass@k, mean reward and format rate
 with 95% bootstrap intervals over tasks; for two evaluations the paired deltas B - A over
 the tasks both share, ranked worst first with a verdict each; the baselines of the tasks
 played (`backend.baselines`: best constant answer, copying from the question, format-only
@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import plotly.graph_objects as go
 
-from backend.errors import ConfigError
-from backend.eval_stats import (
+from core.errors import ConfigError
+from trainer.eval_stats import (
     DEFAULT_RESAMPLES,
     MIN_TASKS_FOR_VERDICT,
     compare,

@@ -20,26 +20,13 @@ import json
 import os
 import sqlite3
 
-from backend.errors import EvalNotFound, WorkbenchError
+from core.errors import EvalNotFound, WorkbenchError
 from backend.store_common import decode, locked, new_id, now
-from domains.contract import PASS_THRESHOLD
 
 EVAL_STATUSES = ("running", "completed", "failed")
 SAMPLE_COLUMNS = ("domain", "level", "task_seed", "sample_idx", "reward", "correct", "format", "calls",
                   "valid_calls", "turns", "finish_reason", "completion", "fault")
 _JSON_COLUMNS = ("identity", "suite", "summary", "extras")
-
-
-def sample_row(s) -> dict:
-    """The stored row of one scored `trainer.types.Sample` (keys of SAMPLE_COLUMNS):
-    correct when the verifier's "correct" reaches `domains.contract.PASS_THRESHOLD`."""
-
-    b = s.breakdown
-    return {"domain": s.domain, "level": s.difficulty, "task_seed": s.task_seed, "sample_idx": s.index,
-            "reward": float(s.reward), "correct": int(float(b.get("correct", 0.0)) >= PASS_THRESHOLD),
-            "format": float(b.get("format", 0.0)), "calls": b.get("calls"), "valid_calls": b.get("valid_calls"),
-            "turns": len(s.turns) if s.turns else None, "finish_reason": s.completion.finish_reason,
-            "completion": s.completion.text, "fault": s.fault}
 
 
 def _eval_not_found(eval_id: str) -> EvalNotFound:

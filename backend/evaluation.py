@@ -6,7 +6,7 @@ range in turn) are each sampled `samples` times at `temperature`; every completi
 scored by its domain's verifier and stored (`backend.eval_store`) with its task's exact
 (domain, level, seed). The summary holds, per domain and family, pass@k for each k (the
 unbiased estimator of Chen et al. 2021), mean reward and answer-format rate with bootstrap
-intervals (`backend.eval_stats`); the baselines of the tasks played (best constant answer,
+intervals (`trainer.eval_stats`); the baselines of the tasks played (best constant answer,
 copying from the question, format-only reward, `backend.baselines`) and the verdict
 against the strongest; tool-call validity (valid calls / calls) for tool-use
 domains; multi-turn success (the share of episodes solved) for multi-turn domains; and,
@@ -38,9 +38,8 @@ from pydantic import (
     field_validator,
 )
 
-from backend.choices import EngineKind
-from backend.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
-from backend.eval_store import sample_row
+from core.choices import EngineKind
+from core.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.mixes import resolve_mix
 from domains.registry import get_domain, heldout_tasks
@@ -137,7 +136,7 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
     Raises:
         ModelNotFound: nothing by that name, or a run without (that) checkpoint.
     """
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
 
     run_id, colon, step = ref.partition(":")
     try:
@@ -217,7 +216,7 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
     Raises:
         ConfigError: no domains given and no run to take them from; an unknown mix or domain.
     """
-    from backend.config import parse_config
+    from trainer.config import parse_config
 
     data = dict(store.get_run(run_id)["config"]) if run_id else {}
     if settings.mix is None and not settings.domains and not data:
@@ -303,7 +302,7 @@ def _clipped(text: str, head: int = 3000, tail: int = 3000) -> str:
 
 def _open(cfg, model_path: Path, seed: int, engine_kw: dict):
     """`open_engine`, with a model that fails to load reported as an EngineError naming it."""
-    from backend.errors import EngineError
+    from core.errors import EngineError
     from trainer.rollout import open_engine
 
     try:
@@ -320,9 +319,10 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
           run_id: str | None) -> tuple[dict, dict]:
     from transformers import AutoTokenizer
 
-    from backend.models import context_window
+    from trainer.models import context_window
     from trainer.loop import engine_options
     from trainer.placement import maybe_runtime
+    from trainer.evaluate import sample_row
     from trainer.scoring import rollout
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -367,7 +367,7 @@ def baseline_extras(rows: list[dict], tasks: dict[str, list] | None = None) -> d
     ({} when no domain has baselines). Costs verifier calls only; `tasks` (domain -> the
     tasks played) None regenerates them."""
     from backend.baselines import group_verdicts, suite_baselines
-    from backend.eval_stats import domain_families, jsonable
+    from trainer.eval_stats import domain_families, jsonable
 
     table = suite_baselines(rows, tasks)
     if not table:
@@ -398,9 +398,9 @@ def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | 
 
 
 def summary_of(rows: list[dict], ks) -> dict:
-    """The JSON summary stored with an evaluation: `backend.eval_stats.summarize` with its
+    """The JSON summary stored with an evaluation: `trainer.eval_stats.summarize` with its
     estimates as dicts, families from the domain registry."""
-    from backend.eval_stats import domain_families, jsonable, summarize
+    from trainer.eval_stats import domain_families, jsonable, summarize
 
     return jsonable(summarize(rows, ks, domain_families({r["domain"] for r in rows})))
 
@@ -410,7 +410,7 @@ def capability_extras(rows: list[dict]) -> dict:
     "valid_calls", "validity"}} when any tool call was made; {"multi_turn": {"episodes",
     "tasks", "success" (Estimate over tasks of the share solved), "mean_turns"}} when any
     episode had turns."""
-    from backend.eval_stats import bootstrap_mean, task_results
+    from trainer.eval_stats import bootstrap_mean, task_results
 
     out: dict = {}
     calls = sum(int(r.get("calls") or 0) for r in rows if not r.get("fault"))
@@ -431,7 +431,7 @@ def context_extras(store, engine, tokenizer, model_path: Path, settings: EvalSet
     retrieval, SWEEP_DEPTHS), stored for the Retrieval page too; returns {"sweep_id",
     "usable_tokens" (full context, the domain's answer format), "usable_tokens_retrieval",
     "usable_tokens_mention" (full context, the number anywhere in the reply), "lengths", "cells"}."""
-    from backend.eval_stats import usable_context
+    from trainer.eval_stats import usable_context
     from trainer.context_length import SweepConfig, model_window, run_sweep
 
     probe = SweepConfig(lengths=[SWEEP_LENGTHS[0]], max_new_tokens=min(settings.max_new_tokens, 32))
@@ -454,7 +454,7 @@ def resolve_eval_ref(store, ref: str) -> str:
     Raises:
         EvalNotFound: neither, or a run none of whose checkpoints was evaluated.
     """
-    from backend.errors import EvalNotFound
+    from core.errors import EvalNotFound
 
     try:
         store.get_eval(ref)

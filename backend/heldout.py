@@ -28,8 +28,8 @@ the question is shown).
 
 from __future__ import annotations
 
-from backend.errors import ConfigError, WorkbenchError
-from backend.eval_stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_VERDICT
+from core.errors import ConfigError, WorkbenchError
+from trainer.eval_stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_VERDICT
 from domains.contract import RetrievalDomain
 from domains.registry import build_messages, get_domain
 

@@ -1,5 +1,5 @@
 """What the page's Launch form needs: model choices, defaults (a new run or a clone of an
-earlier one), and validation with the same rules as ``rlwb run`` (`backend.config`).
+earlier one), and validation with the same rules as ``rlwb run`` (`trainer.config`).
 
     choices = model_choices(store)                 # fetched models + this store's checkpoints
     values = form_defaults(store, clone="r2025...") # the cloned run's config, editable
@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from backend.config import RunConfig, config_errors
-from backend.errors import WorkbenchError
+from trainer.config import RunConfig, config_errors
+from core.errors import WorkbenchError
 from domains.mixes import resolve_mix
 
 #: The fields the form draws as widgets, in order; every other field of the config is
@@ -36,8 +36,8 @@ QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "quickstart.ya
 def model_choices(store) -> list[tuple[str, str]]:
     """Models a run can start from: (value for `model:`, label), fetched models first, then
     the checkpoints recorded in this store (newest run first)."""
-    from backend.errors import ModelNotFound
-    from backend.models import MODELS, resolve_model
+    from core.errors import ModelNotFound
+    from trainer.models import MODELS, resolve_model
 
     out = []
     for name, spec in MODELS.items():

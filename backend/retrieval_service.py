@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from backend.errors import ConfigError, DocumentError, ModelNotFound
+from core.errors import ConfigError, DocumentError, ModelNotFound
 from domains.answers import extract_answer
 from domains.contract import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 from domains.long_docs.domain import long_doc_domains
@@ -49,7 +49,7 @@ def policy_choices(store) -> list[tuple[str, str]]:
         (label, checkpoint directory) pairs; empty when no model is fetched and no run
         checkpoint exists.
     """
-    from backend.models import MODELS, resolve_model
+    from trainer.models import MODELS, resolve_model
 
     out = []
     for name in MODELS:

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from backend.config import RunConfig
-from backend.errors import WorkbenchError
-from backend.run_paths import run_dir
+from trainer.config import RunConfig
+from core.errors import WorkbenchError
+from core.paths import run_dir
 from backend.store import Store
 from trainer.checkpoints import ResumePoint
 
@@ -90,7 +90,7 @@ def run_foreground(cfg: RunConfig, store: Store,
     """Run a post-training job in this process.
 
     Args:
-        cfg: a validated config (see `backend.config.load_config`).
+        cfg: a validated config (see `trainer.config.load_config`).
         store: where the run, its metrics and trajectories go.
         on_step: progress callback (step, metrics).
         on_start: called with the run id once the run row exists.

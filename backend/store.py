@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any
 import platformdirs
 import sqlite_utils
 
-from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
+from core.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
-from backend.store_common import (decode, evaluation_step, locked, new_id, now, prompt_search_text, turns_search_text,
+from backend.store_common import (decode, locked, new_id, now, prompt_search_text, turns_search_text,
                                   utf8_safe)
+from trainer.phases import evaluation_step
 from backend.store_schema import MIGRATIONS, STEP_CHILD_TABLES, STEP_TABLES
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 

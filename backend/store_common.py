@@ -36,18 +36,6 @@ def decode(row: dict, column: str) -> dict:
     return row
 
 
-def evaluation_step(phase: str, total_steps: int | None) -> int | None:
-    """The training step a run's held-out evaluation stands at: "before" is step 0, "step-N"
-    step N and "after" the run's last step (`total_steps`; the loop evaluates its final
-    checkpoint). None for any other phase."""
-    if phase == "before":
-        return 0
-    if phase == "after":
-        return total_steps
-    found = re.fullmatch(r"step-([0-9]+)", phase) if isinstance(phase, str) else None
-    return int(found[1]) if found else None
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

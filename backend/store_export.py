@@ -39,9 +39,10 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from backend.errors import ConfigError, WorkbenchError
+from core.errors import ConfigError, WorkbenchError
 from backend.store import FINISHED_STATUSES, Store, _new_run_id
-from backend.store_common import evaluation_step, new_id, now, prompt_search_text, turns_search_text
+from backend.store_common import new_id, now, prompt_search_text, turns_search_text
+from trainer.phases import evaluation_step
 
 EXPORT_FORMAT = "rlwb-run"
 EXPORT_VERSION = 1

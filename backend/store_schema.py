@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import sqlite_utils
 
-from backend.store_common import evaluation_step, turns_search_text
+from backend.store_common import turns_search_text
+from trainer.phases import evaluation_step
 
 
 def _migrate_1(db: sqlite_utils.Database) -> None:

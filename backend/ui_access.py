@@ -21,7 +21,7 @@ import hmac
 import ipaddress
 import re
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 TOKEN_ENV = "RLWB_UI_TOKEN"
 MIN_TOKEN_CHARS = 16

@@ -291,8 +291,8 @@ def run(args, device: str, tmp: Path) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from backend.config import load_config, parse_config
-    from backend.models import resolve_model
+    from trainer.config import load_config, parse_config
+    from trainer.models import resolve_model
     from trainer.learner import DeepSpeedLearner
     from trainer.types import LearnerBatch
 

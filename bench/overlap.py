@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
 def run(args, cfg) -> None:
     from transformers import AutoTokenizer
 
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
     from trainer.learner import DeepSpeedLearner
     from trainer.loop import engine_options
     from trainer.rollout import open_engine

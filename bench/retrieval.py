@@ -404,8 +404,8 @@ def calibrate(real: np.ndarray, nbrs: np.ndarray, queries: np.ndarray) -> None:
 def policy_tokenizer():
     from transformers import AutoTokenizer
 
-    from backend.errors import ModelNotFound
-    from backend.models import resolve_model
+    from core.errors import ModelNotFound
+    from trainer.models import resolve_model
 
     try:
         return AutoTokenizer.from_pretrained(str(resolve_model("smollm2-135m"))), "smollm2-135m (policy)"

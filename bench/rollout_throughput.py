@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
     from bench.learner_mfu import cpu_features, flop_terms, load_average, matmul_peak
     from trainer.rollout import open_engine
 

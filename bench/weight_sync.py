@@ -96,7 +96,7 @@ def sync_share_line(times: dict[str, list[float]]) -> str | None:
 def run_config(args):
     """The RunConfig the bench trains with: `--config` (default the quickstart's) or, with
     --quick, the tiny model's, with the model path set (and evaluations off)."""
-    from backend.config import load_config, parse_config
+    from trainer.config import load_config, parse_config
 
     if args.quick:
         return parse_config({**QUICK_CONFIG, "model": str(args.model)})
@@ -216,7 +216,7 @@ def run(args, cfg, tmp: Path) -> None:
     """Start the engine and learner, train, measure both sync paths, print the figures."""
     from transformers import AutoTokenizer
 
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
     from trainer.learner import DeepSpeedLearner
     from trainer.loop import engine_options
     from trainer.rollout import open_engine

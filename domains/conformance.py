@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.contract import (Domain, EpisodeDomain, RetrievalDomain, SandboxDomain, Task, TextDomain,
                               ToolUseDomain)
 from domains.splits import heldout_seeds

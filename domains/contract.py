@@ -39,7 +39,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 # Reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct. The format term exists
 # because SmolLM2-135M rarely writes the answer line at all (0-10% of samples), so the

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from backend.errors import ConfigError, DomainNotFound
+from core.errors import ConfigError, DomainNotFound
 from domains.registry import get_domain
 from domains.validation import validate
 

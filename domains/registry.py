@@ -23,7 +23,7 @@ import difflib
 import threading
 from collections.abc import Sequence
 
-from backend.errors import DomainNotFound
+from core.errors import DomainNotFound
 from domains.contract import Domain, RetrievalDomain, Task
 from domains.splits import HELDOUT_SEED_RANGE, heldout_seeds
 
@@ -101,7 +101,7 @@ def heldout_tasks(domain: str, levels: Sequence[int], n: int, offset: int = 0) -
 
     The held-out seeds from `offset` are taken in order, the i-th at level
     `levels[i % len(levels)]`; a task whose (level, question) repeats an earlier kept one is
-    passed over, so a small domain (products level 1 has 36 held-out questions, a pooled
+    passed over, so a small domain (products level 1 has 65 held-out questions, a pooled
     one its held-out side) is not counted several times over, which would narrow its
     intervals for nothing. At most `DISTINCT_SCAN * n` seeds are tried: a domain with fewer
     distinct held-out questions gives fewer tasks.

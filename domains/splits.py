@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 TRAIN_SEED_RANGE = (0, 1_000_000_000)  # [low, high)
 HELDOUT_SEED_RANGE = (1_000_000_000, 1_100_000_000)  # [low, high), disjoint from training

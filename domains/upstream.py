@@ -54,7 +54,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
-from backend.errors import GenerationTimeout, UpstreamCrash
+from core.errors import GenerationTimeout, UpstreamCrash
 
 START_TIMEOUT_S = 120.0  # a fresh worker must have imported its preload modules by then
 MAX_IDLE = 4  # idle workers kept for later calls; more are closed

@@ -401,7 +401,7 @@ def _validate_all(names, n_tasks, n_verify, sandbox_backend, progress) -> list[d
 
 def _open_pool(backend: str):
     """(pool, "") or (None, why) for the sandboxed domains' verifier checks."""
-    from backend.errors import WorkbenchError
+    from core.errors import WorkbenchError
     from sandboxes.pool import SandboxPool
     from sandboxes.spec import SandboxSpec
 

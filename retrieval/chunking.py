@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=\S)")
 _HEADING = re.compile(r"#{1,6}[ \t]+\S")  # used with match(text, pos, endpos)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from retrieval.chunking import count_tokens
 
 ORDERS = ("document", "edges")

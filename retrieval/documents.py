@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from backend.errors import DocumentError
+from core.errors import DocumentError
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # 64 MiB of text ~ 16M tokens
 PREFERRED_ENCODINGS = ("cp1252", "latin_1", "iso8859_15")

@@ -43,7 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.errors import ConfigError, DocumentError
+from core.errors import ConfigError, DocumentError
+from core.paths import model_cache_dir
 from retrieval.chunking import Chunk, chunk_document
 from retrieval.context import DEFAULT_BUDGET_TOKENS, ORDERS, Context, assemble, summarize
 from retrieval.embeddings import Embedder
@@ -99,8 +100,6 @@ class RetrievalConfig:
 
 def collections_dir() -> Path:
     """Where named collections are persisted (inside the workbench cache dir)."""
-    from backend.models import model_cache_dir
-
     return model_cache_dir().parent / "retrieval"
 
 

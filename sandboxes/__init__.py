@@ -13,8 +13,8 @@ asked for by name: asking for ``docker`` where no engine runs raises `SandboxUna
 
 from __future__ import annotations
 
-from backend.choices import SANDBOX_BACKENDS as BACKENDS
-from backend.errors import ConfigError
+from core.choices import SANDBOX_BACKENDS as BACKENDS
+from core.errors import ConfigError
 from sandboxes.base import FileInfo, Sandbox
 from sandboxes.spec import ExecResult, SandboxSpec
 

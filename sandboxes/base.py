@@ -30,7 +30,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields
 
-from backend.errors import ConfigError, SandboxError, SandboxTimeout
+from core.errors import ConfigError, SandboxError, SandboxTimeout
 from sandboxes.spec import WORKSPACE, ExecResult, SandboxSpec
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # read_file / write_file cap

@@ -43,7 +43,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from backend.errors import ConfigError, SandboxError, SandboxUnavailable
+from core.errors import ConfigError, SandboxError, SandboxUnavailable
 from sandboxes.owners import owner_alive, owner_tag
 from sandboxes.base import (MAX_FILE_BYTES, FileInfo, Sandbox, WorkspaceState, stdin_bytes, check_command,
                             check_files, check_timeout, workspace_path)

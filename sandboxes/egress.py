@@ -20,7 +20,7 @@ import shutil
 import socket
 import subprocess
 
-from backend.errors import SandboxUnavailable
+from core.errors import SandboxUnavailable
 
 NETWORK = "rlwb-egress"
 _CHAINS = ("DOCKER-USER", "INPUT")

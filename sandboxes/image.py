@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from backend.errors import SandboxUnavailable
+from core.errors import SandboxUnavailable
 from sandboxes.spec import DEFAULT_IMAGE
 
 SUITE = "bookworm"

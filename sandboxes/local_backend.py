@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend.errors import ConfigError, SandboxError, SandboxUnavailable
+from core.errors import ConfigError, SandboxError, SandboxUnavailable
 from sandboxes.base import MAX_FILE_BYTES, FileInfo, Sandbox, WorkspaceState, require
 from sandboxes.spec import WORKSPACE, ExecResult, OutputCap
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backend.errors import ConfigError, SandboxError, SandboxTimeout, WorkbenchError
+from core.errors import ConfigError, SandboxError, SandboxTimeout, WorkbenchError
 from sandboxes import sandbox_class
 from sandboxes.base import Sandbox
 from sandboxes.spec import ExecResult, SandboxSpec

@@ -34,7 +34,7 @@ def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, str]:
     Returns:
         (database path, run id). Shared by the end-to-end and page tests.
     """
-    from backend.config import parse_config
+    from trainer.config import parse_config
     from backend.runs import run_foreground
     from backend.store import Store
 
@@ -56,7 +56,7 @@ def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, str]:
 def docker_engine():
     """The Docker client, with the rlwb-sandbox image present. Skipped where no engine runs,
     unless RLWB_REQUIRE_DOCKER=1 (as in CI), where a missing engine fails instead."""
-    from backend.errors import SandboxUnavailable
+    from core.errors import SandboxUnavailable
     from sandboxes.docker_backend import docker_client, find_image
     from sandboxes.spec import DEFAULT_IMAGE
 

@@ -4,7 +4,7 @@ import pytest
 
 from backend.cli import main
 from domains.splits import is_heldout
-from backend.eval_stats import pass_at_k, task_results
+from trainer.eval_stats import pass_at_k, task_results
 from backend.store import Store
 from tests.conftest import TINY_RUN_STEPS
 

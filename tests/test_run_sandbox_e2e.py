@@ -1,7 +1,7 @@
 """A real GRPO run of the tiny model whose mix has sandboxed domains (humaneval and a
 terminal task): vLLM rollouts, rewards from Docker sandboxes, DeepSpeed updates, SQLite."""
 
-from backend.config import parse_config
+from trainer.config import parse_config
 from backend.runs import run_foreground
 from backend.store import Store
 from sandboxes.owners import owner_tag

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend.config import RunConfig
-from backend.errors import ConfigError
-from backend.run_paths import run_dir
+from trainer.config import RunConfig
+from core.errors import ConfigError
+from core.paths import run_dir
 
 if TYPE_CHECKING:  # trainer.curriculum imports torch through trainer.types
     from trainer.curriculum import Curriculum
@@ -109,7 +109,7 @@ def trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, 
 
 
 def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:
-    """Where a run's checkpoints go: ``checkpoints`` in its `backend.run_paths.run_dir`."""
+    """Where a run's checkpoints go: ``checkpoints`` in its `core.paths.run_dir`."""
     return run_dir(cfg.output_dir, run_id) / "checkpoints"
 
 

@@ -31,7 +31,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.contract import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 from domains.long_docs.domain import build_haystack, draw_needles, needle_task
@@ -92,7 +92,7 @@ def model_window(engine_model_path, cfg: SweepConfig) -> int:
         return cfg.window_tokens
     if engine_model_path is None:
         return 8192
-    from backend.models import context_window
+    from trainer.models import context_window
 
     return context_window(engine_model_path)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from backend.config import RunConfig
+from trainer.config import RunConfig
 from trainer.types import Sample
 
 PASS = 0.999  # a sample passes when its breakdown's "correct" is at least this

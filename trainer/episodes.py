@@ -24,7 +24,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from backend.errors import ConfigError, SandboxError
+from core.errors import ConfigError, SandboxError
 from sandboxes.pool import SandboxPool, Scheduler
 from sandboxes.spec import SandboxSpec
 from trainer.types import Completion, Sample

@@ -17,7 +17,10 @@ report computes them from the stored completions when they are wanted).
 
 from __future__ import annotations
 
+from domains.contract import PASS_THRESHOLD
 from domains.registry import heldout_tasks
+from trainer.eval_stats import domain_families, jsonable, summarize
+from trainer.phases import evaluation_step
 from trainer.scoring import rollout
 
 #: What an in-run evaluation's suite says about how it was sampled (`rlwb eval` samples
@@ -80,10 +83,20 @@ def evaluate(engine, tokenizer, domains: list[str], n: int, difficulty: int | di
         ConfigError: a level that is not one of its domain's levels.
         KeyError: `difficulty` is a dict without one of `domains`.
     """
-    from backend.eval_store import sample_row
-
     samples = evaluate_samples(engine, tokenizer, domains, n, difficulty, max_new_tokens, runtime, cfg)
     return aggregates([sample_row(s) for s in samples], domains)
+
+
+def sample_row(s) -> dict:
+    """The stored row of one scored `trainer.types.Sample` (keys of SAMPLE_COLUMNS):
+    correct when the verifier's "correct" reaches `domains.contract.PASS_THRESHOLD`."""
+
+    b = s.breakdown
+    return {"domain": s.domain, "level": s.difficulty, "task_seed": s.task_seed, "sample_idx": s.index,
+            "reward": float(s.reward), "correct": int(float(b.get("correct", 0.0)) >= PASS_THRESHOLD),
+            "format": float(b.get("format", 0.0)), "calls": b.get("calls"), "valid_calls": b.get("valid_calls"),
+            "turns": len(s.turns) if s.turns else None, "finish_reason": s.completion.finish_reason,
+            "completion": s.completion.text, "fault": s.fault}
 
 
 def in_run_suite(cfg, levels: dict[str, int], seeds: list[int]) -> dict:
@@ -118,10 +131,6 @@ def record_heldout(store, run_id: str, phase: str, model: str, cfg, levels: dict
     Raises:
         RunNotFound: no such run. ValueError: a phase other than those three.
     """
-    from backend.eval_stats import domain_families, jsonable, summarize
-    from backend.eval_store import sample_row
-    from backend.store_common import evaluation_step
-
     if evaluation_step(phase, cfg.steps) is None:
         raise ValueError(f"invalid evaluation phase {phase!r}; use 'before', 'after' or 'step-N' (N a step)")
     rows = [sample_row(s) for s in samples]

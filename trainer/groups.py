@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import torch
 
-from backend.config import RunConfig
+from trainer.config import RunConfig
 from domains.contract import Task
 from domains.registry import get_domain
 from domains.splits import train_seed
-from backend.errors import GenerationTimeout
+from core.errors import GenerationTimeout
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum
 from trainer.overlong import masked, overlong_metrics, treat_overlong

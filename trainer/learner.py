@@ -40,8 +40,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from backend.config import RunConfig
-from backend.errors import ConfigError
+from trainer.config import RunConfig
+from core.errors import ConfigError
 from trainer.algorithms.grpo import LossOutput, policy_loss
 from trainer.checkpoints import replace_durably
 from trainer.types import LearnerBatch, PackedMicroBatch

@@ -39,9 +39,9 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.config import RunConfig
-from backend.errors import ModelNotFound
-from backend.models import resolve_model
+from trainer.config import RunConfig
+from core.errors import ModelNotFound
+from trainer.models import resolve_model
 from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trainer_state
 from trainer.curriculum import Curriculum
 from trainer.evaluate import evaluate_samples, record_heldout

@@ -36,7 +36,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from backend.config import RunConfig
+from trainer.config import RunConfig
 from trainer.curriculum import Curriculum
 from trainer.groups import StepGroups, collect_groups
 from trainer.metrics import rollout_metrics, sandbox_executions, sandbox_metrics

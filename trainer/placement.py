@@ -29,7 +29,7 @@ def open_run_engine(cfg, model_path: str | Path, **kw) -> RolloutEngine:
     ``cfg.rollout_workers`` workers on the cluster at ``cfg.ray_address``.
 
     Args:
-        cfg: the run's `backend.config.RunConfig` (engine, seed, dtype, scheduler fields).
+        cfg: the run's `trainer.config.RunConfig` (engine, seed, dtype, scheduler fields).
         **kw: engine options (`trainer.loop.engine_options`).
 
     Raises:

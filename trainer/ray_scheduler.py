@@ -56,14 +56,14 @@ from pathlib import Path
 
 import torch
 
-from backend.config import RAY_ADDRESS_RE
-from backend.errors import (
+from trainer.config import RAY_ADDRESS_RE
+from core.errors import (
     ConfigError,
     EngineError,
     SandboxError,
     WorkbenchError,
 )
-from backend.models import context_window
+from trainer.models import context_window
 from sandboxes.pool import SandboxPool
 from trainer.rollout import open_engine
 from trainer.rollout.base import GroupCallback, RolloutEngine, deliver

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import time
 
-from backend.config import RunConfig
+from trainer.config import RunConfig
 from domains.contract import RetrievalDomain, Task
 from domains.registry import get_domain
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from trainer.episodes import rollout_episodes
 from trainer.prompts import render_prompt
 from trainer.types import Completion, Sample

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from domains.splits import TRAIN_SEED_RANGE, heldout_seeds
 from domains.contract import EpisodeDomain, RetrievalDomain
 from domains.registry import get_domain
-from backend.errors import ConfigError, GenerationTimeout
+from core.errors import ConfigError, GenerationTimeout
 from trainer.episodes import episode_prompt
 from trainer.prompts import render_prompt
 from domains.long_docs.domain import PROMPT_OVERHEAD_TOKENS
@@ -162,7 +162,7 @@ def retrieval_window(cfg: RunConfig, model_path) -> int:
     Raises:
         ConfigError: the model's window (`max_position_embeddings`) is smaller.
     """
-    from backend.models import context_window
+    from trainer.models import context_window
 
     answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
     need = cfg.context_budget_tokens + PROMPT_OVERHEAD_TOKENS + answer
@@ -240,7 +240,7 @@ def run_window(cfg, model_path, tokenizer) -> int:
     up to `WINDOW_ROUND`), capped at the model's window; never below the largest need.
 
     Args:
-        cfg: a resolved `backend.config.RunConfig`.
+        cfg: a resolved `trainer.config.RunConfig`.
         model_path: the policy's checkpoint directory (its ``max_position_embeddings``).
         tokenizer: the policy's tokenizer.
 
@@ -248,7 +248,7 @@ def run_window(cfg, model_path, tokenizer) -> int:
         ConfigError: some domain level needs more than the model's window; the message
             names it, its token counts, and the levels of that domain that fit.
     """
-    from backend.models import context_window
+    from trainer.models import context_window
 
     needs = level_needs(cfg, model_path, tokenizer)
     model_window = context_window(model_path, default=DEFAULT_WINDOW_TOKENS)

@@ -27,7 +27,7 @@ from domains import mixes
 from domains.splits import HELDOUT_SEED_RANGE
 from domains.contract import EpisodeDomain, RetrievalDomain, SandboxDomain, ToolUseDomain
 from domains.registry import build_messages, registry
-from backend.errors import WorkbenchError
+from core.errors import WorkbenchError
 from domains.validation import try_verifier, validate
 
 STATUSES = ("passed", "failed", "not validated")

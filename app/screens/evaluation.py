@@ -24,8 +24,8 @@ from app import answers
 from app.common import db_path, get_store
 from backend import eval_report as er
 from backend import heldout
-from backend.errors import WorkbenchError
-from backend.eval_stats import MIN_TASKS_FOR_VERDICT
+from core.errors import WorkbenchError
+from trainer.eval_stats import MIN_TASKS_FOR_VERDICT
 from backend.evaluation import refresh_eval_liveness
 
 ROW_COLORS = {"regression": "background-color: #f8d0d0", "improvement": "background-color: #d4f0d4"}

@@ -15,9 +15,9 @@ import streamlit as st
 
 from app.common import db_path, get_store, load_runs
 from backend import launching
-from backend.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
+from core.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
 from domains.registry import domain_names
-from backend.errors import RunNotFound, WorkbenchError
+from core.errors import RunNotFound, WorkbenchError
 from backend.runs import launch
 
 OTHER_PATH = "Other: a checkpoint directory"
@@ -121,7 +121,7 @@ def render() -> None:
                                    "off_policy/staleness.")
         slots["overlap"] = st.empty()
         other = st.text_area("Other settings (YAML)", value=launching.extra_yaml(values), height=160,
-                             key="launch_other", help="Every other field of the run config; see backend/config.py")
+                             key="launch_other", help="Every other field of the run config; see trainer/config.py")
         slots["other"] = st.empty()
         slots["config"] = st.empty()
         submitted = st.form_submit_button("Launch", type="primary")

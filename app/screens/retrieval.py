@@ -21,7 +21,7 @@ import streamlit as st
 
 from app.common import db_path, get_store
 from backend import retrieval_service as rs
-from backend.errors import ConfigError, DocumentError, ModelNotFound, WorkbenchError
+from core.errors import ConfigError, DocumentError, ModelNotFound, WorkbenchError
 from retrieval.pipeline import RetrievalConfig, collections_dir
 
 SOURCES = ("Paste text", "Upload a file", "Saved collection", "Domain task")

@@ -20,7 +20,7 @@ from app.common import (check_liveness, db_path, follow_table_selection, get_sto
                         runs_or_notice)
 from backend import audit_view, heldout, views
 from backend import runs as run_manager
-from backend.errors import WorkbenchError
+from core.errors import WorkbenchError
 
 LIVE_REFRESH = "10s"
 

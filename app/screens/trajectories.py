@@ -27,7 +27,7 @@ import streamlit as st
 
 from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
 from backend import views
-from backend.errors import TrajectoryNotFound
+from core.errors import TrajectoryNotFound
 from backend.retrieval_service import fragments_frame
 from backend.trajectory_query import fts_query
 

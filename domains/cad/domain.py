@@ -49,7 +49,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.errors import ConfigError, SandboxError
+from core.errors import ConfigError, SandboxError
 from domains.tools.contract import ToolSpec
 from domains.contract import as_int, check_difficulty, CORRECT_WEIGHT, FORMAT_WEIGHT, Task, ToolUseDomain
 from domains.splits import draw_on_side

@@ -38,7 +38,7 @@ from importlib import metadata
 from pathlib import Path
 
 from domains.splits import is_heldout, POOL_HELDOUT_EVERY
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.fences import last_block
 from sandboxes.pool import JobResult, SandboxJob
 from domains.contract import as_int, check_difficulty, SandboxDomain, SYSTEM_PROMPT, Task

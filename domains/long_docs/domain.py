@@ -43,7 +43,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.answers import extract_answer, numeric_answer
 from domains.contract import ANSWER_INSTRUCTION, as_int, check_difficulty, CORRECT_WEIGHT, FORMAT_WEIGHT, RetrievalDomain, SYSTEM_PROMPT, Task

@@ -42,7 +42,7 @@ from functools import cache
 from typing import NamedTuple
 
 from domains.long_docs import financial_text as T
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 LEVELS = {1: 10, 2: 30, 3: 100, 4: 250}  # level -> approximate pages (~500 words each)
 LEVEL_NOTES = {

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.answer_guard import EVALUATING_DOMAINS, unsafe_reason
 from domains.answers import extract_answer, numeric_answer
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, PASS_THRESHOLD, SYSTEM_PROMPT,

@@ -52,7 +52,7 @@ def _gsm_symbolic_item(ds: Any, seed: int, level: int) -> dict:
     return item
 
 
-TIMES_TABLE = (2, 9)  # products level 1: both factors in this range (inclusive)
+TIMES_TABLE = (2, 12)  # products level 1: both factors in this range (inclusive)
 
 
 def _times_table_entry(seed: int, attempt: int) -> dict:
@@ -65,8 +65,8 @@ def _times_table_entry(seed: int, attempt: int) -> dict:
     return {"question": f"Solve the following multiplication: {a} * {b}. Give only the result as your final answer.",
             "answer": str(a * b),
             "metadata": {"source_dataset": "products", "source_index": seed, "expression": f"{a} * {b}",
-                         "num_terms": 2, "num_digits": 1,
-                         "difficulty": {"num_terms": (2, 2), "num_digits": (1, 1), "factors": TIMES_TABLE}}}
+                         "num_terms": 2, "num_digits": len(str(max(a, b))),
+                         "difficulty": {"num_terms": (2, 2), "num_digits": (1, 2), "factors": TIMES_TABLE}}}
 
 
 def _times_table_fact(item: dict) -> str:
@@ -77,9 +77,9 @@ def _times_table_fact(item: dict) -> str:
 
 def _products_item(ds: Any, seed: int, level: int) -> dict:
     """The products item of `seed` on its side of the split (`draw_on_side`, one in 2 held
-    out). Level 1 has only 36 facts (64 questions, `_times_table_entry`), split by fact
+    out). Level 1 has only 66 facts (121 questions, `_times_table_entry`), split by fact
     (`_times_table_fact`): a held-out "4 * 3" is never trained as "3 * 4", and with the
-    usual one in 5 only about 7 facts would be held out. Above level 1 the split is by
+    usual one in 5 only about 13 facts would be held out (35 of the 66 are). Above level 1 the split is by
     question; attempt 0 is `ds[seed]`, attempt a > 0 `ds[seed * MAX_SIDE_DRAWS + a]`."""
     if level == 1:
         draw, key = functools.partial(_times_table_entry, seed), _times_table_fact
@@ -124,7 +124,7 @@ def hand_made_domains() -> dict[str, ReasoningGymDomain]:
         ReasoningGymDomain(
             name="products",
             family="arithmetic",
-            description="Multiply integers (the times table from 2 to 9 at level 1).",
+            description="Multiply integers (the times table from 2 to 12 at level 1).",
             # level 1's tasks are `_times_table_entry`'s (the config only builds the verifier);
             # levels 3-5 are reasoning-gym's curriculum levels 0, 2 and 4
             levels={
@@ -134,7 +134,7 @@ def hand_made_domains() -> dict[str, ReasoningGymDomain]:
                 4: dict(min_terms=4, max_terms=5, min_digits=3, max_digits=4),
                 5: dict(min_terms=6, max_terms=7, min_digits=5, max_digits=6),
             },
-            level_notes={1: "2 terms, each 2-9", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
+            level_notes={1: "2 terms, each 2-12", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
                          4: "4-5 terms, 3-4 digits", 5: "6-7 terms, 5-6 digits"},
             generate=_products_item,
         ),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from gymnasium import spaces
 
-from backend.errors import ConfigError, SandboxError, SandboxTimeout
+from core.errors import ConfigError, SandboxError, SandboxTimeout
 from domains.contract import EpisodeDomain, EpisodeEnv, Task
 from domains.fences import first_block
 from domains.terminal.tasks import make_terminal_task, template_names, terminal_task_for_seed, TerminalTask

@@ -40,7 +40,7 @@ import random
 import shlex
 from typing import Callable
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.terminal.checkers import (
     BUGFIX_BODY,
     GIT_BODY,

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 CALL_FORMAT = (f'Call a tool by writing {CALL_OPEN}{{"name": TOOL, "arguments": {{...}}}}{CALL_CLOSE}; '

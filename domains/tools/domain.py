@@ -42,7 +42,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.errors import ConfigError, SandboxError
+from core.errors import ConfigError, SandboxError
 from domains.answers import extract_answer, numeric_answer
 from domains.contract import check_difficulty, Task, ToolUseDomain
 from domains.long_docs.financial import judge_stored_answer, make_report_task

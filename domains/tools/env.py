@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 
 
-from backend.errors import ConfigError, SandboxError
+from core.errors import ConfigError, SandboxError
 from domains.contract import EpisodeEnv
 from domains.tools.contract import CALL_CLOSE, CALL_FORMAT, CALL_OPEN, ToolSpec, chat_tools
 from domains.terminal.env import text_spaces

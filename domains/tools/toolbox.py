@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from backend.errors import ConfigError, SandboxError
+from core.errors import ConfigError, SandboxError
 from domains.tools.contract import CallError, ToolCall, ToolSpec, check_call, error_observation, parse_tool_calls
 
 MAX_OBSERVATION_CHARS = 4_000  # longer tool output is cut, and says so

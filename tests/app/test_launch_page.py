@@ -121,7 +121,7 @@ def test_clone_fills_the_form_from_a_run(filled_db, monkeypatch):
 
 
 def test_the_form_offers_the_choice_lists_of_their_one_owner(filled_db, monkeypatch):
-    from backend.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
+    from core.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
 
     at = _page(filled_db, monkeypatch, "screens/launch.py")
     for key, owner in [("launch_algorithm", ALGORITHMS), ("launch_rollout_engine", ROLLOUT_ENGINES),

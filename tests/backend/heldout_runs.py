@@ -8,7 +8,7 @@ seeds and "0" otherwise, and basic_arithmetic correctly everywhere."""
 
 from __future__ import annotations
 
-from backend.config import parse_config
+from trainer.config import parse_config
 from domains.registry import get_domain
 from domains.splits import heldout_seeds
 from backend.store import Store

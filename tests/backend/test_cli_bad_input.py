@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from backend.cli import main
-from backend.config import load_config
-from backend.errors import ConfigError
+from trainer.config import load_config
+from core.errors import ConfigError
 from backend.store import Store
 
 

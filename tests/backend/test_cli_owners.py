@@ -1,6 +1,6 @@
 """One owner per default and per choice list, and the CLI's floors: the retrieval context
 budget lives in `retrieval.context.DEFAULT_BUDGET_TOKENS`, the engine / algorithm / sandbox
-choices in `backend.choices`; the CLI, the run config, `EvalSettings` and the needle sweep read
+choices in `core.choices`; the CLI, the run config, `EvalSettings` and the needle sweep read
 them, and the `rlwb` command modules never import the entry point `backend.cli` back."""
 
 import ast
@@ -9,9 +9,9 @@ from typing import get_args
 
 import pytest
 
-from backend.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
+from core.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
 from backend.cli import build_parser
-from backend.config import RunConfig
+from trainer.config import RunConfig
 from backend.evaluation import EvalSettings
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from retrieval.pipeline import RetrievalConfig
@@ -53,7 +53,7 @@ def test_each_choice_list_is_spelled_once_in_the_product_code(choices):
                 words = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
                 if set(choices) <= words:
                     places.append(f"{path}:{node.lineno}")
-    assert len(places) == 1 and places[0].startswith("backend/choices.py:"), places
+    assert len(places) == 1 and places[0].startswith("core/choices.py:"), places
 
 
 def test_every_reader_takes_the_owners_budget():

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from backend.errors import ConfigError, EvalNotFound
+from core.errors import ConfigError, EvalNotFound
 from backend.eval_report import (
     build_report,
     capability_rows,

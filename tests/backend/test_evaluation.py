@@ -8,7 +8,7 @@ import pytest
 from backend.cli import main
 from backend.cli_eval import FLAGS, normalize_argv
 from domains.splits import HELDOUT_SEED_RANGE, TRAIN_SEED_RANGE, is_heldout
-from backend.errors import ConfigError, EvalNotFound, ModelNotFound
+from core.errors import ConfigError, EvalNotFound, ModelNotFound
 from backend.evaluation import (
     EvalSettings, model_identity, parse_settings, resolve_eval_model, resolve_eval_ref, suite_tasks,
 )
@@ -232,7 +232,7 @@ def test_sigterm_marks_the_evaluation_failed(tmp_path, tiny_model_dir):
 
 
 def test_eval_every_needs_tasks_and_fewer_steps_than_the_run():
-    from backend.config import config_errors
+    from trainer.config import config_errors
 
     base = {"domains": ["chain_sum"], "steps": 10}
     assert config_errors({**base, "eval_every": 2, "eval_tasks_per_domain": 5}) == {}

@@ -5,8 +5,8 @@ with the CLI's rules; the ETA of a live run."""
 import pytest
 
 from backend import launching
-from backend.config import parse_config
-from backend.errors import ConfigError, RunNotFound
+from trainer.config import parse_config
+from core.errors import ConfigError, RunNotFound
 from backend.runs import eta_seconds
 from backend.store import Store
 

@@ -73,7 +73,7 @@ def _wait(store: Store, run_id: str, done, what: str, timeout_s: float = 400.0) 
 def test_background_run_survives_kill_9_and_resumes_with_the_same_task_stream(tiny_model_dir, tmp_path):
     """launch -> kill -9 after its first checkpoint -> marked failed with the last step ->
     resume from the checkpoint -> completed; every step recorded once, tasks as planned."""
-    from backend.config import parse_config
+    from trainer.config import parse_config
     from backend.runs import launch, process_alive
 
     cfg = parse_config({
@@ -130,7 +130,7 @@ def _kill_then_resume(store: Store, run_id: str, cfg) -> dict:
 
 
 def test_stop_and_resume_refuse_runs_in_the_wrong_state(tmp_path):
-    from backend.errors import WorkbenchError
+    from core.errors import WorkbenchError
     from backend.runs import resume, stop
 
     with Store(tmp_path / "wb.db") as store:
@@ -253,7 +253,7 @@ def test_a_second_resume_is_refused_while_the_first_is_starting(tmp_path):
     import json
     import random
 
-    from backend.errors import WorkbenchError
+    from core.errors import WorkbenchError
     from backend.runs import resume
 
     ckpt = tmp_path / "step-2"
@@ -315,7 +315,7 @@ def test_a_stop_landing_inside_a_write_still_records_the_run_stopped(tiny_model_
     BEGIN and its COMMIT leaves the transaction open. The stopped status is written after it
     is rolled back, not inside it (where it was lost when the process ended)."""
     import trainer.loop
-    from backend.config import parse_config
+    from trainer.config import parse_config
     from backend.runs import RunStopped, run_foreground
 
     cfg = parse_config({"name": "stop-mid-write", "model": str(tiny_model_dir), "steps": 2,

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from backend.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
+from core.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.store import Store, default_db_path
 from backend.trajectory_query import fts_query
 from trainer.types import Completion, Sample

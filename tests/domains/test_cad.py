@@ -134,8 +134,8 @@ def test_no_export_scores_0_and_a_second_body_fails_one_body(pool):
 
 
 def test_a_cad_run_on_the_local_fallback_is_refused_up_front():
-    from backend.config import load_config, parse_config
-    from backend.errors import ConfigError
+    from trainer.config import load_config, parse_config
+    from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="sandbox_backend: docker"):
         parse_config({"model": "smollm2-135m", "domains": {"cad_shaft": 1.0}, "sandbox_backend": "local"})

@@ -8,7 +8,7 @@ import pytest
 from domains import answers
 from domains import registry
 from backend.cli import main
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from backend.store import Store
 from domains.validation import task_digest, validate
 

@@ -9,7 +9,7 @@ from domains import answers
 from domains import contract
 from domains import registry
 from domains import splits
-from backend.errors import ConfigError, DomainNotFound
+from core.errors import ConfigError, DomainNotFound
 
 NAMES = ["basic_arithmetic", "chain_sum", "gsm_symbolic", "letter_counting", "spell_backward"]
 LEVELS = [1, 2, 3]

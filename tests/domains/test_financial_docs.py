@@ -15,7 +15,7 @@ from fractions import Fraction
 import pytest
 
 from domains.long_docs import financial as F
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 SEEDS = range(60)
 

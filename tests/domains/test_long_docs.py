@@ -5,7 +5,7 @@ import pytest
 
 from domains.registry import build_messages, get_domain
 from domains.splits import heldout_seeds
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.long_docs.domain import (
     CHARS_PER_TOKEN,
     HAYSTACK_LEVELS,

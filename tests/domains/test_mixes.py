@@ -9,8 +9,8 @@ from scipy.stats import chisquare
 
 from domains import mixes as M
 from backend.cli import main
-from backend.config import RunConfig
-from backend.errors import ConfigError
+from trainer.config import RunConfig
+from core.errors import ConfigError
 from backend.store import Store
 
 
@@ -184,7 +184,7 @@ def test_cli_create_update_show_and_bad_input(tmp_path, capsys):
 def test_the_example_mix_config_loads_and_resolves_after_its_mix_create_line(tmp_path):
     from pathlib import Path
 
-    from backend.config import load_config
+    from trainer.config import load_config
 
     path = Path(__file__).resolve().parents[2] / "configs" / "mix_curriculum.yaml"
     create = next(line for line in path.read_text().splitlines() if "rlwb mix create" in line)

@@ -177,7 +177,7 @@ def test_spent_episode_budget_ends_with_the_checker_not_a_harness_fault(docker_e
 
 
 def test_a_harness_fault_ends_the_episode_for_good(docker_engine):
-    from backend.errors import SandboxError
+    from core.errors import SandboxError
     from sandboxes.docker_backend import DockerSandbox
 
     task = get_domain("terminal_count_matches").make_task(5, 1)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from domains.terminal import tasks as T
-from backend.errors import ConfigError
+from core.errors import ConfigError
 
 NAMES = T.template_names()
 SEEDS = range(5)

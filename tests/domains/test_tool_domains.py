@@ -3,7 +3,7 @@ and scores 1; wrong answers and invalid calls show in the breakdown."""
 
 import pytest
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.tools.domain import make_calc_task, make_sql_task, reference_turn, score_tool_episode
 from domains.tools.toolbox import ToolContext, ToolRunner
 

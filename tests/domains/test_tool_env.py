@@ -8,7 +8,7 @@ import pytest
 
 from domains.tools import toolbox
 from domains.registry import get_domain
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.tools.domain import _call_text
 from domains.tools.env import ToolEnv
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.tools.contract import ToolSpec
 from domains.tools.toolbox import TOOLS, ToolContext, ToolRunner
 

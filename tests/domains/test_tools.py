@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.tools.contract import (ERROR_CODES, ToolCall, ToolSpec, chat_tools, check_call, error_observation,
                            parse_tool_calls)
 

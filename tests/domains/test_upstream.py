@@ -13,7 +13,7 @@ from domains import contract
 from domains.reasoning_gym import domain as rg
 from domains import registry
 from domains import splits
-from backend.errors import GenerationTimeout
+from core.errors import GenerationTimeout
 
 HANG_S = 60.0  # what a hanging call would take if nothing cut it off
 
@@ -60,7 +60,7 @@ def _exit_now():
 
 
 def test_a_call_past_its_limit_on_a_thread_is_cut_off_and_its_worker_replaced():
-    from backend.errors import UpstreamCrash
+    from core.errors import UpstreamCrash
     from domains.upstream import WorkerPool
 
     pool = WorkerPool()

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backend.errors import ConfigError, DocumentError
+from core.errors import ConfigError, DocumentError
 from backend.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def _one_line_error(e: Exception) -> None:
 
 
 def test_hostile_configs_get_a_config_error(fault, tiny_model_dir):
-    from backend.config import RunConfig, load_config, parse_config
+    from trainer.config import RunConfig, load_config, parse_config
 
     fields = sorted(RunConfig.model_fields)
     base = {"model": str(tiny_model_dir), "domains": ["chain_sum"]}
@@ -156,7 +156,7 @@ def test_hostile_launch_form_fields_launch_nothing(fault, tmp_path, monkeypatch,
 
 
 def test_an_output_dir_whose_parent_cannot_be_read_gets_a_config_error(fault, tmp_path, tiny_model_dir):
-    from backend.config import parse_config
+    from trainer.config import parse_config
 
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o000)
@@ -360,7 +360,7 @@ def test_control_characters_and_invalid_unicode_reach_the_store_and_page_safely(
 
 def _sandbox_backend() -> str:
     """docker where an engine and the image are usable, else the local bubblewrap backend."""
-    from backend.errors import SandboxUnavailable
+    from core.errors import SandboxUnavailable
     from sandboxes import backend_status
 
     status = backend_status()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import parse_config
+from trainer.config import parse_config
 from backend.runs import process_alive, refresh_liveness
 from backend.store import Store
 from tests.reliability.conftest import mounted_tmpfs
@@ -221,7 +221,7 @@ def test_a_torn_trainer_state_falls_back_to_the_previous_checkpoint(tmp_path, fa
     state cut short (what `replace_durably`'s fsyncs prevent): resume takes the one before."""
     import json
 
-    from backend.errors import ConfigError
+    from core.errors import ConfigError
     from trainer.checkpoints import replace_durably, trainer_state
 
     rows = []

@@ -165,7 +165,7 @@ def test_the_page_shows_nothing_without_the_right_token(fault, tmp_path, monkeyp
 
 
 def test_sandboxes_never_mount_the_docker_socket_or_the_home_directory(fault, tmp_path):
-    from backend.errors import SandboxError
+    from core.errors import SandboxError
     from sandboxes import backend_status, open_sandbox
     from sandboxes.spec import SandboxSpec
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from retrieval.chunking import chunk_document, count_tokens
 
 DOC = "# Annual report\n\nThe company grew. " + " ".join(

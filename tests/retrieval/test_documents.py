@@ -2,7 +2,7 @@
 
 import pytest
 
-from backend.errors import DocumentError
+from core.errors import DocumentError
 from retrieval.documents import read_document
 
 

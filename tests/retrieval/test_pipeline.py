@@ -3,7 +3,7 @@ budget, with the summary on top; collections persist and are reused."""
 
 import pytest
 
-from backend.errors import ConfigError, DocumentError
+from core.errors import ConfigError, DocumentError
 from retrieval.chunking import count_tokens
 from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 

@@ -163,7 +163,7 @@ def test_nothing_of_a_job_survives_into_the_next(docker_engine, test_label):
 
 
 def test_deep_trees_fifos_and_sparse_files_do_not_break_the_sandbox(docker_engine, test_label):
-    from backend.errors import ConfigError
+    from core.errors import ConfigError
 
     with DockerSandbox(SPEC, test_label) as sb:
         sb.exec("mkfifo pipe; truncate -s 200M sparse; echo x > plain")
@@ -184,7 +184,7 @@ def test_deep_trees_fifos_and_sparse_files_do_not_break_the_sandbox(docker_engin
 
 
 def test_api_misuse_gets_clear_errors(docker_engine, test_label):
-    from backend.errors import ConfigError, SandboxError
+    from core.errors import ConfigError, SandboxError
 
     sb = DockerSandbox(SPEC, test_label).start()
     try:

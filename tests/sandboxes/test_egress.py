@@ -81,7 +81,7 @@ def test_default_network_none_reaches_nothing(docker_engine, server, test_label)
 
 
 def test_unresolvable_allowed_host_is_a_clear_error(docker_engine, test_label):
-    from backend.errors import SandboxUnavailable
+    from core.errors import SandboxUnavailable
 
     with pytest.raises(SandboxUnavailable, match="no-such-host.invalid"):
         DockerSandbox(SandboxSpec(network=["no-such-host.invalid"]), test_label).start()

@@ -44,7 +44,7 @@ def test_the_cli_says_the_isolation_is_weaker():
 
 
 def test_docker_is_never_silently_replaced(monkeypatch):
-    from backend.errors import SandboxUnavailable
+    from core.errors import SandboxUnavailable
     from sandboxes import docker_backend, open_sandbox
 
     def no_engine():

@@ -97,7 +97,7 @@ def test_persistent_harness_faults_are_tagged_not_scored(docker_engine, pool):
     broken = {"n": 0}
 
     def broken_run_fresh(*a, **kw):
-        from backend.errors import SandboxError
+        from core.errors import SandboxError
 
         broken["n"] += 1
         raise SandboxError("engine error (injected)")

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from sandboxes import open_sandbox, sandbox_class
 from sandboxes.base import workspace_path
 from sandboxes.spec import ExecResult, OutputCap, SandboxSpec

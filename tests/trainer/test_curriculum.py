@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from backend.config import RunConfig, parse_config
-from backend.errors import ConfigError
+from trainer.config import RunConfig, parse_config
+from core.errors import ConfigError
 from backend.store import Store
 from trainer import pipeline
 from trainer.curriculum import Curriculum

@@ -135,7 +135,7 @@ def test_an_episode_whose_opening_prompt_fills_the_window_is_a_context_fault_not
     assert "not sent" in samples[0].breakdown["truncated"]
     m = rollout_metrics(samples)
     assert m["context/over_window"] == 2 and m["sandbox/harness_faults"] == 0 and "accuracy/tool_sql" not in m
-    from backend.config import parse_config
+    from trainer.config import parse_config
 
     cfg = parse_config({"name": "w", "domains": ["tool_sql"], "steps": 1, "prompts_per_step": 1, "group_size": 2})
     assert collect_groups(cfg, __import__("random").Random(0), lambda tasks: samples).batch == []

@@ -4,7 +4,7 @@ one big micro-batch."""
 
 import pytest
 
-from backend.config import RunConfig
+from trainer.config import RunConfig
 from trainer.types import Completion, LearnerBatch, Sample
 
 

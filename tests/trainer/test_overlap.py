@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from backend.config import parse_config
+from trainer.config import parse_config
 from backend.store import Store
 from trainer.checkpoints import ResumePoint
 from trainer.groups import sample_tasks

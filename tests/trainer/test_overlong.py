@@ -6,8 +6,8 @@ import random
 import pytest
 import torch
 
-from backend.config import RunConfig, config_errors, parse_config
-from backend.errors import ConfigError
+from trainer.config import RunConfig, config_errors, parse_config
+from core.errors import ConfigError
 from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
 from trainer.groups import assign_advantages, collect_groups, zero_variance
 from trainer.overlong import treat_overlong

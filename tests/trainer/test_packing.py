@@ -4,8 +4,8 @@ same per-token logprobs, the same loss and the same weights after an optimizer s
 import pytest
 import torch
 
-from backend.config import RunConfig
-from backend.errors import ConfigError
+from trainer.config import RunConfig
+from core.errors import ConfigError
 from trainer.types import Completion, LearnerBatch, Sample
 
 PROMPTS = (3, 9, 5, 14, 4, 11, 7, 6)  # tokens

@@ -17,9 +17,9 @@ import tempfile
 import pytest
 import torch
 
-from backend.config import parse_config
+from trainer.config import parse_config
 from domains.registry import get_domain
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from sandboxes.pool import SandboxPool, Scheduler
 from trainer.episodes import SandboxRuntime, rollout_episodes, sandbox_spec
 from trainer.loop import engine_options

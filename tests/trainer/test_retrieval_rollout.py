@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from domains.long_docs.domain import Needle, needle_task
 from backend.store import Store
 from trainer.context_length import SweepConfig, run_sweep
@@ -47,7 +47,7 @@ def test_needle_sweep_evidence_and_model_answers(tiny_model_dir, tokenizer):
 
 
 def test_sweep_config_rejects_bad_values():
-    from backend.errors import ConfigError
+    from core.errors import ConfigError
 
     for bad in ({"lengths": []}, {"lengths": [10]}, {"depths": [101]}, {"depths": [5, 5]}, {"haystacks": 0},
                 {"haystacks": 1, "model_needles": 2}, {"lengths": [4000, 4000]}, {"window_tokens": -100},
@@ -106,7 +106,7 @@ def test_a_grpo_run_on_a_retrieval_domain_with_vllm_and_deepspeed(tiny_model_dir
     """The tiny model's window is 1024 tokens: the run's context budget is sized to it, vLLM
     gets a window that holds the retrieval prompts, and every stored trajectory keeps its
     retrieval record."""
-    from backend.config import parse_config
+    from trainer.config import parse_config
     from backend.runs import run_foreground
 
     base = {"name": "tiny-retrieval", "model": str(tiny_model_dir), "steps": 1, "domains": ["needle_haystack"],

@@ -8,7 +8,7 @@ sync test restores the original weights when it is done.
 import pytest
 import torch
 
-from backend.errors import EngineError
+from core.errors import EngineError
 from trainer.rollout import open_engine
 
 TOL = 1e-3  # max abs logprob difference (nats) in float32

@@ -4,7 +4,7 @@ as the learner does, and differently from before the update."""
 import pytest
 import torch
 
-from backend.config import RunConfig
+from trainer.config import RunConfig
 from trainer.types import Completion, LearnerBatch, Sample
 
 

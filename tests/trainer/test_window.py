@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from backend.config import parse_config
+from trainer.config import parse_config
 from domains.registry import get_domain
-from backend.errors import ConfigError
+from core.errors import ConfigError
 from backend.store import Store
 from tests.backend.test_runs import record_checkpoint
 from trainer.groups import collect_groups

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.choices import ROLLOUT_ENGINES as ENGINE_KINDS
-from backend.errors import EngineError
+from core.choices import ROLLOUT_ENGINES as ENGINE_KINDS
+from core.errors import EngineError
 from trainer.rollout.base import RolloutEngine
 
 __all__ = ["ENGINE_KINDS", "RolloutEngine", "open_engine"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from backend.errors import EngineError
+from core.errors import EngineError
 from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
 from trainer.types import Completion
 

@@ -52,7 +52,7 @@ from vllm.inputs import TokensPrompt  # noqa: E402
 from vllm.sampling_params import RequestOutputKind  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
 
-from backend.errors import EngineError  # noqa: E402
+from core.errors import EngineError  # noqa: E402
 from trainer.rollout.base import GroupCallback, RolloutEngine  # noqa: E402
 from trainer.types import Completion  # noqa: E402
 
@@ -86,7 +86,7 @@ class VLLMEngine(RolloutEngine):
     """Rollouts on an in-process `vllm.LLM`.
 
     Args:
-        model_path: HF checkpoint directory (see `backend.models.resolve_model`).
+        model_path: HF checkpoint directory (see `trainer.models.resolve_model`).
         seed: engine seed; sampling is reproducible for the same request sequence.
         dtype: "float32" (faster on this CPU) or "bfloat16".
         max_model_len: prompt + completion cap in tokens.

@@ -22,8 +22,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from backend.choices import Algorithm, EngineKind, SandboxBackend
-from backend.errors import ConfigError, ModelNotFound
+from core.choices import Algorithm, EngineKind, SandboxBackend
+from core.errors import ConfigError, ModelNotFound
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.registry import domain_names, get_domain
 
@@ -337,7 +337,7 @@ class RunConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _absolute_model_dir(cls, v: str) -> str:
-        from backend.models import MODELS
+        from trainer.models import MODELS
 
         path = Path(v).expanduser()
         # a checkpoint directory given relative to here must be found from elsewhere too
@@ -415,7 +415,7 @@ def _check(data: Any) -> tuple[RunConfig | None, dict[str, str]]:
 
 def _model_problem(model: str) -> str | None:
     """Why `model` can't be trained (not fetched, no readable HF config), or None."""
-    from backend.models import resolve_model
+    from trainer.models import resolve_model
 
     try:
         path = resolve_model(model)

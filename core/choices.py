@@ -1,11 +1,11 @@
 """The choice lists of a run, one owner each: the rollout engine, the algorithm and the
 sandbox backend.
 
-`backend.config` types its fields with these `Literal`s; the CLI's ``choices=``,
+`trainer.config` types its fields with these `Literal`s; the CLI's ``choices=``,
 `backend.evaluation.EvalSettings`, the launch page, `sandboxes.BACKENDS` and
 `trainer.rollout.ENGINE_KINDS` read the tuples. A ground module: it imports nothing of the
 project (so the CLI can build its parser without loading pydantic). What each choice means
-is documented on the `backend.config.RunConfig` field that takes it.
+is documented on the `trainer.config.RunConfig` field that takes it.
 """
 
 from __future__ import annotations

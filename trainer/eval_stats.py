@@ -304,7 +304,7 @@ def jsonable(obj):
 
 def domain_families(domains) -> dict[str, str]:
     """domain -> its family in the registry ("other" for a name the registry lacks)."""
-    from backend.errors import WorkbenchError
+    from core.errors import WorkbenchError
 
     out = {}
     for d in sorted(domains):

@@ -4,8 +4,9 @@ import time
 
 import pytest
 
-from backend.errors import ModelNotFound
-from backend.models import MODELS, fetch_model, model_cache_dir, resolve_model
+from core.errors import ModelNotFound
+from trainer.models import MODELS, fetch_model, resolve_model
+from core.paths import model_cache_dir
 
 
 def test_cache_dir_follows_env(monkeypatch, tmp_path):

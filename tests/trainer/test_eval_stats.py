@@ -1,4 +1,4 @@
-"""pass@k, bootstrap intervals, summaries and paired comparisons (backend/eval_stats.py)."""
+"""pass@k, bootstrap intervals, summaries and paired comparisons (trainer/eval_stats.py)."""
 
 import math
 import random
@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from backend.eval_stats import (
+from trainer.eval_stats import (
     bootstrap_mean, compare, paired_delta, pass_at_k, summarize, task_results, usable_context,
 )
 

@@ -9,7 +9,7 @@ writes it atomically under ``model_cache_dir()/smollm2-135m``.
 
 Run it from the command line (the CLI ``rlwb model fetch smollm2-135m`` calls the same)::
 
-    python -m backend.models smollm2-135m
+    python -m trainer.models smollm2-135m
 
 Not covered here: downloading from the Hugging Face Hub (this machine has no Hub access),
 quantised inference (the GGUF weights are dequantised to float32 once), and loading the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -30,9 +29,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
 
-from backend.errors import ModelNotFound
+from core.errors import ModelNotFound
+from core.paths import model_cache_dir
 
 # SmolLM2-Instruct's own ChatML template (from its tokenizer_config.json), used when the
 # GGUF file does not carry one.
@@ -84,15 +83,6 @@ MODELS: dict[str, ModelSpec] = {
         chat_template=SMOLLM2_CHAT_TEMPLATE,
     ),
 }
-
-
-def model_cache_dir() -> Path:
-    """Directory holding converted checkpoints: ``$RLWB_CACHE`` if set, else
-    ``platformdirs.user_cache_dir("rlwb")/models``. Not created here."""
-    env = os.environ.get("RLWB_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_cache_dir("rlwb")) / "models"
 
 
 def _is_complete(path: Path) -> bool:
