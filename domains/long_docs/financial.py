@@ -645,18 +645,3 @@ def score_report_answer(task: ReportTask, extracted: str | None) -> tuple[bool, 
     ok = err <= task.tolerance * abs(ref) + 1e-9 or err <= 0.5 * 10.0 ** -decimals + 1e-9
     return ok, {**info, "parsed": x, "abs_error": err, "reason": "correct" if ok else "number outside tolerance"}
 
-
-def judge_stored_answer(task, extracted: str) -> tuple[bool, dict]:
-    """`score_report_answer` for a stored task (a `domains.contract.Task` of
-    financial_report or tool_docs), from its answer key in `task.entry`: the scorer needs the
-    answer and its tolerance, not the 250-page document, so nothing is regenerated.
-
-    Returns:
-        (correct, detail) with detail's "parsed", "expected", "abs_error" or "reason".
-    """
-    e = task.entry
-    key = ReportTask(document="", title=e["title"], question=task.question, answer=task.answer,
-                     answer_kind=e["answer_kind"], unit=e["unit"], tolerance=e["tolerance"],
-                     question_type=e["question_type"], evidence=tuple(e["evidence"]), pages=e["pages"])
-    ok, detail = score_report_answer(key, extracted)
-    return bool(ok), {k: v for k, v in detail.items() if k in ("parsed", "expected", "abs_error", "reason")}
