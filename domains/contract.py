@@ -35,7 +35,7 @@ import abc
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import gymnasium as gym
 
@@ -82,6 +82,75 @@ class Task:
     difficulty: int
     entry: dict
     raw_entry: Any = field(default=None, compare=False, repr=False)
+
+
+class Breakdown(TypedDict, total=False):
+    """The named parts of a reward, as a domain's scorer returns them and the store keeps
+    them (JSON). Every scorer gives "format" and "correct"; the others appear where they apply.
+
+    Attributes:
+        format: 1.0 if the reply is in the domain's answer format (or a valid turn), else 0.0.
+        correct: 1.0 if the verifier passed the answer, else 0.0.
+        score: the upstream verifier's own score in [0, 1] (partial credit, not rewarded).
+        extracted: the answer the reply committed to (`domains.answers`), or None.
+        rejected: why an answer in the format was refused (ambiguous, unsafe).
+        verifier_error: the verifier raised or ran past its time limit.
+        fault: "harness" (the sandbox failed) or "context" (the prompt did not fit).
+        error: a code sample's failure class (syntax, wrong, crash, timeout).
+        truncated: why an episode was cut (token budget, window, turns).
+        overlong: "masked" or "penalized" by the run's `overlong` setting.
+        unpenalized_reward: the reward before an overlong penalty.
+        calls, valid_calls, call_validity, ok_calls, error_codes: tool-call statistics.
+        check: a terminal task's checker verdict (one line).
+        turns: how many turns an episode played.
+    """
+
+    format: float
+    correct: float
+    score: float
+    extracted: str | None
+    rejected: str
+    verifier_error: str
+    fault: str
+    error: str | None
+    truncated: str
+    overlong: str
+    unpenalized_reward: float
+    calls: int
+    valid_calls: int
+    call_validity: float | None
+    ok_calls: int
+    error_codes: dict
+    check: str
+    turns: int
+
+
+class Turn(TypedDict, total=False):
+    """One model turn of a multi-turn episode, as the environment records it (`step`'s
+    info["turn"]) and the store keeps it.
+
+    Attributes:
+        turn: 1-based turn number.
+        action: "command", "done", "invalid" (terminal) or "tool_call", "answer" (tools).
+        text: the model's text for the turn.
+        command, stdout, stderr, exit_code, timed_out, oom_killed, outcome: a terminal
+            command and what the sandbox returned.
+        duration_ms: wall time of the command or calls (milliseconds).
+        calls: the tool calls of the turn with their results and error codes.
+    """
+
+    turn: int
+    action: str
+    text: str
+    command: str
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    outcome: str
+    duration_ms: float
+    calls: list[dict]
 
 
 def as_int(value: Any) -> int | None:
@@ -170,7 +239,7 @@ class TextDomain(Domain):
     kind = "single_turn"
 
     @abc.abstractmethod
-    def score(self, task: Task, completion: str) -> tuple[float, dict]:
+    def score(self, task: Task, completion: str) -> tuple[float, Breakdown]:
         """(reward in [0, 1], breakdown) for one completion; never raises on bad replies.
 
         breakdown holds at least "format" and "correct" (0.0 or 1.0) and "extracted" (the
@@ -213,7 +282,7 @@ class SandboxDomain(Domain):
         """The `sandboxes.pool.SandboxJob` that checks `completion`."""
 
     @abc.abstractmethod
-    def score_result(self, task: Task, completion: str, job: Any) -> tuple[float, dict]:
+    def score_result(self, task: Task, completion: str, job: Any) -> tuple[float, Breakdown]:
         """(reward, breakdown) from the job's `JobResult`; breakdown["fault"] == "harness"
         when the sandbox machinery failed (the sample then counts for nothing)."""
 
@@ -266,5 +335,6 @@ class ToolUseDomain(EpisodeDomain):
         """A `ToolRunner` over this task's tools (its database, documents or sandbox)."""
 
     @abc.abstractmethod
-    def score_episode(self, task: Task, final_text: str, results: list, sandbox: Any = None) -> tuple[float, dict]:
+    def score_episode(self, task: Task, final_text: str, results: list,
+                      sandbox: Any = None) -> tuple[float, Breakdown]:
         """(reward, breakdown) of a finished episode from its last reply and tool results."""

@@ -25,10 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from core.errors import ConfigError, SandboxError
+from sandboxes.base import Sandbox
 from sandboxes.pool import SandboxPool, Scheduler
 from sandboxes.spec import SandboxSpec
 from trainer.types import Completion, Sample
-from domains.contract import ToolUseDomain
+from domains.contract import Breakdown, EpisodeEnv, Task, ToolUseDomain, Turn
 from domains.registry import build_messages, get_domain
 from domains.tools.env import tool_prompt
 
@@ -39,8 +40,8 @@ _SENTINEL = "RLWB_TURN_SENTINEL_5f2c"
 class SandboxRuntime:
     """The sandboxes of one run: a warm pool and a scheduler over it."""
 
-    pool: object
-    scheduler: object
+    pool: SandboxPool
+    scheduler: Scheduler
 
     @classmethod
     def open(cls, cfg) -> "SandboxRuntime":
@@ -100,19 +101,19 @@ def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos
 class _Episode:
     group: int
     index: int
-    task: object
-    env: object = None
-    sandbox: object = None
+    task: Task
+    env: EpisodeEnv | None = None
+    sandbox: Sandbox | None = None
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
-    turns: list[dict] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
     done: bool = False
     reward: float = 0.0
     check: str = ""
     finish: str = "stop"
     fault: str | None = None
-    breakdown: dict | None = None
+    breakdown: Breakdown | None = None
     last_text: str = ""
     truncated: str | None = None
 

@@ -17,9 +17,10 @@ tokens, R = rows of a packed micro-batch, C = its row length (tokens) and K = it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
+
+from domains.contract import Breakdown, Turn
 
 
 @dataclass
@@ -57,14 +58,15 @@ class Sample:
         prompt_ids: prompt token ids, length P (tokens).
         completion: `Completion` from the engine.
         reward: scalar reward in [0, 1].
-        breakdown: named reward parts, e.g. {"format": 1.0, "correct": 0.0}.
+        breakdown: named reward parts (`domains.contract.Breakdown`), e.g. {"format": 1.0,
+            "correct": 0.0, "extracted": "17"}.
         advantage: group-normalised advantage, filled in by the algorithm.
         answer: the hidden reference answer (stored for inspection, never shown to the model).
         fault: None, "harness" when the sandbox machinery failed while scoring it, or
             "context" when its prompt was too long for the engine's window (never sent): such
             a sample takes no part in the loss, its group's advantages or reward metrics.
-        turns: multi-turn episodes only: one dict per turn (model text, command, stdout,
-            stderr, exit code, duration in ms, timed_out).
+        turns: multi-turn episodes only: one `domains.contract.Turn` per turn (model text,
+            action, command or tool calls, stdout, stderr, exit code, duration in ms, timed_out).
         difficulty: the task's level in its domain (1 easy .. n hard); 0 when unknown.
         retrieval: retrieval domains only: how the context was assembled -- context and
             document sizes (tokens), whether the evidence made it in, and each fragment's
@@ -79,11 +81,11 @@ class Sample:
     prompt_ids: list[int]
     completion: Completion
     reward: float = 0.0
-    breakdown: dict[str, Any] = field(default_factory=dict)
+    breakdown: Breakdown = field(default_factory=dict)
     advantage: float = 0.0
     answer: str = ""
     fault: str | None = None
-    turns: list[dict] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
     difficulty: int = 0
     retrieval: dict | None = None
 
