@@ -38,6 +38,8 @@ import sqlite_utils
 
 from core.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
+from backend.store_catalogue import CatalogueVerbs
+from backend.store_sandboxes import SandboxVerbs
 from backend.store_common import (decode, locked, new_id, now, prompt_search_text, turns_search_text,
                                   utf8_safe)
 from trainer.phases import evaluation_step
@@ -139,7 +141,7 @@ def _max_variables(conn: sqlite3.Connection) -> int:
 #: Characters of the completion a `Store.trajectory_summaries` row carries.
 SUMMARY_CHARS = 400
 
-class Store(EvalVerbs):
+class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs):
     """Domain verbs over the workbench's SQLite database.
 
     Args:
@@ -413,49 +415,6 @@ class Store(EvalVerbs):
                 self.db.conn.execute(_insert_sql(len(chunk)), [v for row in chunk for v in row])
 
     @_locked
-    def record_sandbox_executions(self, rows: list[dict], run_id: str | None = None, step: int | None = None) -> None:
-        """Store sandbox executions (scheduler jobs and episode commands) for the Sandboxes page.
-
-        Args:
-            rows: dicts with kind, outcome, exit_code, latency_ms and optionally queue_ms,
-                attempts, sandbox, backend, command, error.
-        """
-        now = _now()
-        keep = ("kind", "outcome", "exit_code", "latency_ms", "queue_ms", "attempts", "sandbox", "backend",
-                "command", "error")
-        out = [{"run_id": run_id, "step": step, "created_at": now, **{k: utf8_safe(r.get(k)) for k in keep}}
-               for r in rows]
-        if out:
-            with self._immediate():
-                self.db["sandbox_executions"].insert_all(out)
-
-    @_locked
-    def record_pool_state(self, run_id: str, state: dict, status: str = "open") -> None:
-        """Upsert the state of a run's sandbox pool (`SandboxPool.state()`), status open/closed."""
-        keep = ("backend", "isolation", "size", "idle", "busy", "replaced", "orphans_collected")
-        row = {"run_id": run_id, "status": status, "updated_at": _now(), **{k: state.get(k) for k in keep}}
-        with self._immediate():
-            self.db["sandbox_pools"].upsert(row, pk="run_id")
-
-    @_locked
-    def pool_states(self, limit: int = 20) -> list[dict]:
-        """The most recently updated pool states."""
-        return list(self.db["sandbox_pools"].rows_where(order_by="updated_at desc", limit=limit))
-
-    @_locked
-    def sandbox_executions(self, limit: int = 200, run_id: str | None = None) -> list[dict]:
-        """The most recent sandbox executions, newest first."""
-        where, params = ("run_id = ?", [run_id]) if run_id else (None, None)
-        return list(self.db["sandbox_executions"].rows_where(where, params, order_by="id desc", limit=limit))
-
-    @_locked
-    def sandbox_failures(self, run_id: str | None = None) -> dict[str, int]:
-        """Executions by outcome (ok, error, timeout, oom, harness)."""
-        where, params = ("where run_id = ?", [run_id]) if run_id else ("", [])
-        sql = f"select outcome, count(*) as n from sandbox_executions {where} group by outcome"
-        return {r["outcome"]: r["n"] for r in self.db.query(sql, params)}
-
-    @_locked
     def trajectories(
         self, run_id: str, *, step_min: int | None = None, step_max: int | None = None,
         domain: str | None = None, reward_min: float | None = None,
@@ -610,89 +569,3 @@ class Store(EvalVerbs):
     def evaluations(self, run_id: str) -> list[dict]:
         """Evaluations of a run in the order they were (last) recorded."""
         return list(self.db["evaluations"].rows_where("run_id = ?", [run_id], order_by="rowid"))
-
-    # ---- domain validations and mixes ---------------------------------------------------
-
-    @_locked
-    def record_validation(self, report: dict) -> int:
-        """Store one domain's validation report (`domains.validation`); returns its id."""
-        with self.db.conn:
-            row = self.db["domain_validations"].insert({
-                "domain": report["domain"], "passed": int(bool(report["passed"])),
-                "reasons": json.dumps(report.get("reasons", [])), "report": json.dumps(report),
-                "created_at": _now()})
-        return row.last_pk
-
-    @_locked
-    def latest_validations(self) -> dict[str, dict]:
-        """The newest validation of every validated domain: domain -> {"passed": bool,
-        "reasons": [str], "created_at", "id"} (the full report via `validation_report`)."""
-        rows = self.db.execute(
-            "SELECT v.id, v.domain, v.passed, v.reasons, v.created_at FROM domain_validations v "
-            "JOIN (SELECT domain, MAX(id) AS id FROM domain_validations GROUP BY domain) m ON v.id = m.id").fetchall()
-        return {r[1]: {"id": r[0], "passed": bool(r[2]), "reasons": json.loads(r[3] or "[]"), "created_at": r[4]}
-                for r in rows}
-
-    @_locked
-    def validation_report(self, domain: str) -> dict | None:
-        """The newest full validation report of a domain, or None if never validated."""
-        row = self.db.execute("SELECT report, created_at FROM domain_validations WHERE domain = ? "
-                              "ORDER BY id DESC LIMIT 1", [domain]).fetchone()
-        return {**json.loads(row[0]), "created_at": row[1]} if row else None
-
-    @_locked
-    def record_context_sweep(self, model: str, result: dict) -> int:
-        """Store a context-length sweep (`trainer.context_length.run_sweep`'s result); returns its id."""
-        with self.db.conn:
-            return self.db["context_sweeps"].insert({
-                "model": str(model), "config": json.dumps(result.get("config", {})),
-                "result": json.dumps(result), "created_at": _now()}).last_pk
-
-    @_locked
-    def context_sweeps(self, limit: int = 20) -> list[dict]:
-        """The newest sweeps first, each with its decoded `result`."""
-        rows = self.db["context_sweeps"].rows_where(order_by="id desc", limit=limit)
-        return [_decode(_decode(r, "result"), "config") for r in rows]
-
-    @_locked
-    def save_mix(self, name: str, spec: dict, note: str = "") -> int:
-        """Store a new version of mix `name` (versions are immutable); returns the version (1, 2, ...)."""
-        conn = self.db.conn
-        conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the last version
-        try:
-            cur = conn.execute("SELECT COALESCE(MAX(version), 0) FROM mixes WHERE name = ?", [name]).fetchone()
-            version = cur[0] + 1
-            conn.execute("INSERT INTO mixes (name, version, spec, note, created_at) VALUES (?, ?, ?, ?, ?)",
-                         [name, version, json.dumps(spec, sort_keys=True), note, _now()])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return version
-
-    @_locked
-    def get_mix(self, name: str, version: int | None = None) -> dict | None:
-        """Mix `name` at `version` (None: the newest) as {"name", "version", "spec", "note",
-        "created_at"}, or None if there is no such mix or version."""
-        if version is None:
-            row = self.db.execute("SELECT * FROM mixes WHERE name = ? ORDER BY version DESC LIMIT 1", [name])
-        else:
-            row = self.db.execute("SELECT * FROM mixes WHERE name = ? AND version = ?", [name, version])
-        cols = [c[0] for c in row.description]
-        found = row.fetchone()
-        return _decode(dict(zip(cols, found)), "spec") if found else None
-
-    @_locked
-    def list_mixes(self) -> list[dict]:
-        """The newest version of every mix, by name: {"name", "version", "spec", "note", "created_at"}."""
-        rows = self.db.execute("SELECT m.* FROM mixes m JOIN (SELECT name, MAX(version) AS v FROM mixes "
-                               "GROUP BY name) l ON m.name = l.name AND m.version = l.v ORDER BY m.name")
-        cols = [c[0] for c in rows.description]
-        return [_decode(dict(zip(cols, r)), "spec") for r in rows.fetchall()]
-
-    @_locked
-    def mix_versions(self, name: str) -> list[dict]:
-        """Every version of a mix, oldest first."""
-        rows = self.db.execute("SELECT * FROM mixes WHERE name = ? ORDER BY version", [name])
-        cols = [c[0] for c in rows.description]
-        return [_decode(dict(zip(cols, r)), "spec") for r in rows.fetchall()]
