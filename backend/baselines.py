@@ -16,7 +16,13 @@ references are "1", so a model that answers "1" every time scores 53%. Per domai
   a model that learned only the format reaches.
 - **the model's own answers**: the most common extracted answer and its share of the
   samples, and the share that repeats a number, word or quoted text of the question.
-- the **base model** is the A side of a report (`backend.eval_report`); `judge` weighs it.
+- **format forgiven**: the model's own replies read as a person would, without the answer
+  format: the last number of each reply, where the reference is one number
+  (`forgiven_answer`). For the base model (the A side of a report) this is what a run that
+  learned only the answer format would score: SmolLM2-135M never writes the `Answer:` line
+  (0% strictly) but its last number is right on 28% of basic_arithmetic level 1.
+- the **base model** is the A side of a report (`backend.eval_report`); `judge` weighs it,
+  and its format-forgiven accuracy joins the task baselines (`best(b, base)`).
 
     table = suite_baselines(rows, {d: tasks})           # domain -> baselines (JSON), no model calls
     gain = baseline_gain(task_pass1(rows), table)       # paired gain above each domain's best baseline
@@ -52,6 +58,8 @@ COPY_RULES = {"first number": ("numbers", 0), "last number": ("numbers", -1),
               "first word": ("words", 0), "last word": ("words", -1),
               "first quoted text": ("quoted", 0), "last quoted text": ("quoted", -1)}
 _LABEL_CHARS = 40
+MAX_FORGIVEN_CHARS = 2_000  # `forgiven_answer` reads the reply's last this many characters
+FORGIVEN_LABEL = "the base model's own last number (format forgiven)"
 SHARE_WARNING = 0.5  # a share of a model's answers (one answer, copies) that gets a warning
 
 
@@ -135,6 +143,37 @@ def _answer_stats(domain, tasks, rows) -> dict | None:
             "modal_share": times / len(rows), "copied_share": copied / len(rows)}
 
 
+def forgiven_answer(task, completion: str | None) -> str | None:
+    """The last number of a reply, format or not, where the task's reference is one number:
+    the answer a person reading the reply would take. None for other references or a reply
+    without a number."""
+    if not isinstance(completion, str) or not _NUMBER.fullmatch(task.answer.strip()):
+        return None
+    found = _NUMBER.findall(completion[-MAX_FORGIVEN_CHARS:])
+    return found[-1] if found else None
+
+
+def _forgiven(domain, tasks, rows) -> dict | None:
+    """The model's replies scored on `forgiven_answer`: {"accuracy" (over `tasks`), "scores"
+    ([level, seed, share of its samples right])}; None when the rows carry no completions."""
+    by_key = {(t.difficulty, t.seed): t for t in tasks}
+    per: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for r in rows:
+        key = (int(r["level"]), int(r["task_seed"]))
+        if r.get("fault") or key not in by_key or r.get("completion") is None:
+            continue
+        answer = forgiven_answer(by_key[key], r["completion"])
+        right = False
+        if answer is not None:
+            _, breakdown = domain.score(by_key[key], domain.wrap_answer(answer))
+            right = float(breakdown.get("correct", 0.0)) >= PASS_THRESHOLD
+        per[key].append(float(right))
+    if not per:
+        return None
+    scores = [[lv, seed, sum(v) / len(v)] for (lv, seed), v in sorted(per.items())]
+    return {"accuracy": sum(s[2] for s in scores) / max(len(by_key), 1), "scores": scores}
+
+
 def domain_baselines(domain, tasks, rows=()) -> dict:
     """The baselines of one domain over its held-out `tasks` (see the module docstring).
 
@@ -147,7 +186,8 @@ def domain_baselines(domain, tasks, rows=()) -> dict:
     Returns:
         {"tasks", "constant": {"answer", "accuracy", "mean_reward", "hits"}, "copy": {"rule",
         "accuracy", "mean_reward", "hits"}, "format_reward", "answers" (`_answer_stats`, or
-        None)}; accuracies and rewards in [0, 1], hits as [level, seed] pairs.
+        None), "forgiven" (`_forgiven`: these rows' replies, format forgiven, or None)};
+        accuracies and rewards in [0, 1], hits as [level, seed] pairs.
     """
 
     tasks = list(tasks)
@@ -162,7 +202,7 @@ def domain_baselines(domain, tasks, rows=()) -> dict:
             "constant": {"answer": answer, **{k: const[k] for k in ("accuracy", "mean_reward", "hits")}},
             "copy": {"rule": rule, **{k: copies[rule][k] for k in ("accuracy", "mean_reward", "hits")}},
             "format_reward": min(wrong) if wrong else FORMAT_WEIGHT,
-            "answers": _answer_stats(domain, tasks, rows)}
+            "answers": _answer_stats(domain, tasks, rows), "forgiven": _forgiven(domain, tasks, rows)}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -206,17 +246,28 @@ def suite_baselines(rows: list[dict], tasks: dict[str, list] | None = None) -> d
 
 # ---------------------------------------------------------------- judging a model against them
 
-def best(b: dict) -> dict:
-    """The stronger of a domain's constant and copy baselines: {"kind", "label", "accuracy",
-    "hits"} (ties: the constant)."""
-    kind = "copy" if b["copy"]["accuracy"] > b["constant"]["accuracy"] else "constant"
-    return {"kind": kind, "label": best_label(b, kind), "accuracy": b[kind]["accuracy"], "hits": b[kind]["hits"]}
+def best(b: dict, base: dict | None = None) -> dict:
+    """The strongest of a domain's constant and copy baselines and, in a comparison, the base
+    model's format-forgiven replies (`base`: A's `domain_baselines`): {"kind", "label",
+    "accuracy", "scores" ({(level, seed): score in [0, 1]})} (ties: constant, copy, base)."""
+    candidates = [("constant", b["constant"]["accuracy"]), ("copy", b["copy"]["accuracy"])]
+    forgiven = (base or {}).get("forgiven")
+    if forgiven:
+        candidates.append(("forgiven", forgiven["accuracy"]))
+    kind = max(candidates, key=lambda c: c[1])[0]  # the first of equals
+    if kind == "forgiven":
+        scores = {(int(lv), int(seed)): share for lv, seed, share in forgiven["scores"]}
+        return {"kind": kind, "label": FORGIVEN_LABEL, "accuracy": forgiven["accuracy"], "scores": scores}
+    return {"kind": kind, "label": best_label(b, kind), "accuracy": b[kind]["accuracy"],
+            "scores": {(int(lv), int(seed)): 1.0 for lv, seed in b[kind]["hits"]}}
 
 
-def best_label(b: dict, kind: str | None = None) -> str:
+def best_label(b: dict, kind: str | None = None, base: dict | None = None) -> str:
     """How a verdict names a baseline: "answering '1' every time", "copying the question's
-    last number"."""
-    kind = kind or best(b)["kind"]
+    last number", "the base model's own last number (format forgiven)"."""
+    kind = kind or best(b, base)["kind"]
+    if kind == "forgiven":
+        return FORGIVEN_LABEL
     if kind == "copy":
         return f"copying the question's {b['copy']['rule']}"
     answer = str(b["constant"]["answer"])
@@ -229,20 +280,22 @@ def task_pass1(rows: list[dict]) -> dict[TaskKey, float]:
     return {k: t["c"] / t["n"] for k, t in task_results(rows).items()}
 
 
-def baseline_gain(pass1: dict[TaskKey, float], table: dict[str, dict], keys=None, resamples: int = 1000) -> dict | None:
-    """The paired gain of a model's pass@1 above each domain's best baseline (`best`), over
-    the tasks `keys` (default: all) of domains that have baselines.
+def baseline_gain(pass1: dict[TaskKey, float], table: dict[str, dict], keys=None, resamples: int = 1000,
+                  base_table: dict[str, dict] | None = None) -> dict | None:
+    """The paired gain of a model's pass@1 above each domain's best baseline (`best`, with
+    the base model's format-forgiven replies from `base_table` where given), over the
+    tasks `keys` (default: all) of domains that have baselines.
 
     Returns:
         `eval_stats.Delta` as a dict ("a" the baseline's accuracy, "b" the model's,
         "delta" with its 95% bootstrap interval "low".."high", "n" tasks, "verdict"), or
         None when no task has a baseline.
     """
-    hits = {d: {tuple(h) for h in best(b)["hits"]} for d, b in table.items()}
-    keys = [k for k in (pass1 if keys is None else keys) if k[0] in hits and k in pass1]
+    scores = {d: best(b, (base_table or {}).get(d))["scores"] for d, b in table.items()}
+    keys = [k for k in (pass1 if keys is None else keys) if k[0] in scores and k in pass1]
     if not keys:
         return None
-    base = [float((k[1], k[2]) in hits[k[0]]) for k in keys]
+    base = [scores[k[0]].get((k[1], k[2]), 0.0) for k in keys]
     return paired_delta(base, [pass1[k] for k in keys], resamples).as_dict()
 
 
@@ -269,7 +322,8 @@ def judge(gain: dict | None, label: str, vs_base: dict | None = None) -> str | N
 
 
 def group_verdicts(rows: list[dict], table: dict[str, dict], families: dict[str, str],
-                   comparison: dict | None = None, resamples: int = 1000) -> dict:
+                   comparison: dict | None = None, resamples: int = 1000,
+                   base_table: dict[str, dict] | None = None) -> dict:
     """Per domain, family and overall: the strongest baseline, the gain above it and the
     verdict (`judge`) of the model whose sample `rows` these are.
 
@@ -278,6 +332,8 @@ def group_verdicts(rows: list[dict], table: dict[str, dict], families: dict[str,
         table: `suite_baselines` of its tasks.
         families: domain -> family.
         comparison: `eval_stats.compare` as JSON (A vs B), or None.
+        base_table: `suite_baselines` of A's rows in a comparison: its format-forgiven
+            replies join the baselines (`best`).
 
     Returns:
         {"domains": {d: entry}, "families": {f: entry}, "overall": entry} with entry =
@@ -292,12 +348,12 @@ def group_verdicts(rows: list[dict], table: dict[str, dict], families: dict[str,
         groups[("overall", None)].append(key)
     out: dict = {"domains": {}, "families": {}, "overall": None}
     for (table_name, name), keys in groups.items():
-        gain = baseline_gain(pass1, table, keys, resamples)
+        gain = baseline_gain(pass1, table, keys, resamples, base_table)
         vs_base = None
         if comparison is not None:
             vs_base = ((comparison[table_name].get(name) if name else comparison["overall"]) or {}).get("pass@1")
         if table_name == "domains":
-            label = best_label(table[name]) if name in table else ""
+            label = best_label(table[name], base=(base_table or {}).get(name)) if name in table else ""
         else:
             names = {k[0] for k in keys}
             label = "each domain's best baseline" + (
@@ -341,8 +397,8 @@ def answer_warnings(label: str, table: dict[str, dict]) -> list[str]:
 def baseline_rows(table: dict[str, dict], answers: list[tuple[str, dict[str, dict]]] = ()) -> list[dict]:
     """The baselines table of a report: per domain the tasks, the best constant and copy
     rule with their accuracies (percent), the format-only reward and, per evaluation in
-    `answers` ((tag, its `suite_baselines`)), the model's most common answer and the share
-    of its answers copied from the question."""
+    `answers` ((tag, its `suite_baselines`)), the model's most common answer, the share
+    of its answers copied from the question and its accuracy with the format forgiven."""
     out = []
     for d, b in sorted(table.items()):
         constant = str(b["constant"]["answer"])[:_LABEL_CHARS]
@@ -356,5 +412,8 @@ def baseline_rows(table: dict[str, dict], answers: list[tuple[str, dict[str, dic
                 f"{str(a['modal'])[:_LABEL_CHARS]!r} in {100 * a['modal_share']:.0f}%" if a and a["modal"] is not None
                 else "—")
             row[f"copied from the question {tag}".strip()] = f"{100 * a['copied_share']:.0f}%" if a else "—"
+            forgiven = (side.get(d) or {}).get("forgiven")
+            row[f"last number, format forgiven {tag}".strip()] = (f"{100 * forgiven['accuracy']:.1f}%" if forgiven
+                                                                  else "—")
         out.append(row)
     return out

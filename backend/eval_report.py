@@ -189,7 +189,9 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
             warnings.append(f"A and B have the same weights (sha256 {sha_a[:12]}…); any difference is sampling noise.")
         warnings += _settings_warnings(a, b)
     tables = [_baselines(store, side) for side in sides]
-    verdicts = jsonable(group_verdicts(rows[-1], tables[-1], families, comparison, resamples)) if sides else None
+    base_table = tables[0] if len(tables) == 2 else None  # A's format-forgiven replies join the baselines
+    verdicts = jsonable(group_verdicts(rows[-1], tables[-1], families, comparison, resamples, base_table)) \
+        if sides else None
     for side, summary, table in zip(sides, summaries, tables):
         warnings += answer_warnings(side["label"], table)
         warnings += _seen_warning(side)

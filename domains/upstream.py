@@ -1,7 +1,7 @@
 """Upstream code (reasoning-gym generators and verifiers) run in worker processes, with a
 hard time limit that holds on any thread.
 
-    pool = WorkerPool(preload=("domains.registry", "reasoning_gym"))
+    pool = WorkerPool(preload=("domains.reasoning_gym.domain", "reasoning_gym"))
     value = pool.call(fn, *args, seconds=5.0, what="scoring a chain_sum answer")
     # fn(*args) ran in a worker; past 5 s: GenerationTimeout, the worker is killed and replaced
 

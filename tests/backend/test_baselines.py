@@ -8,6 +8,7 @@ from backend.baselines import (
     COPY_RULES,
     copy_answer,
     domain_baselines,
+    forgiven_answer,
     is_copied,
     judge,
     question_parts,
@@ -29,14 +30,15 @@ def tasks_of(name: str, level: int = 1, n: int = TASKS):
     return domain, [domain.make_task(seed, level) for seed in heldout_seeds(n)]
 
 
-def model_rows(name: str, answer, level: int = 1, n: int = TASKS) -> list[dict]:
-    """Sample rows of a synthetic model whose reply to a task is `answer(task)`, scored by the
-    domain's own verifier, as `rlwb eval` stores them."""
+def model_rows(name: str, answer, level: int = 1, n: int = TASKS, reply=None) -> list[dict]:
+    """Sample rows of a synthetic model whose reply to a task is `answer(task)` in the
+    domain's format (or `reply(task)`, any text), scored by the domain's own verifier, as
+    `rlwb eval` stores them."""
     domain, tasks = tasks_of(name, level, n)
     rows = []
     for t in tasks:
         for i in range(SAMPLES):
-            completion = f"Let me think.\n{domain.wrap_answer(answer(t))}"
+            completion = reply(t) if reply else f"Let me think.\n{domain.wrap_answer(answer(t))}"
             reward, b = domain.score(t, completion)
             rows.append({"domain": name, "level": t.difficulty, "task_seed": t.seed, "sample_idx": i,
                          "reward": reward, "correct": int(b["correct"] >= PASS_THRESHOLD), "format": b["format"],
@@ -127,6 +129,40 @@ def test_checkpoint_above_its_base_but_not_above_the_constant(store):
     assert row["verdict"] == "no gain beyond answering '1' every time"
     assert row["best baseline"].startswith("answering '1' every time")
     assert {"most common answer A", "most common answer B"} <= set(baselines_table(report)[0])
+
+
+def test_a_checkpoint_that_learned_only_the_format_gains_nothing_beyond_its_base(store):
+    """The base knows the sums but never writes the `Answer:` line (0% strictly); the
+    checkpoint writes the line with the same sums: its gain over A is the format alone, and
+    the verdict says so. One that also fixes the base's wrong sums is an improvement."""
+    def knows(t):  # right on even seeds, off by one on odd ones
+        return t.answer if t.seed % 2 == 0 else str(int(t.answer) + 1)
+
+    base = model_rows("chain_sum", None, reply=lambda t: f"The sum is {knows(t)}.")
+    same = model_rows("chain_sum", knows)
+    better = model_rows("chain_sum", lambda t: t.answer)
+    a = add_eval(store, "base", base)
+    assert sum(r["correct"] for r in base) == 0
+    report = build_report(store, [a, add_eval(store, "format-only", same)], resamples=200)
+    forgiven = report["baselines"][0]["chain_sum"]["forgiven"]
+    assert forgiven["accuracy"] == pytest.approx(0.5) and len(forgiven["scores"]) == TASKS
+    assert report["comparison"]["domains"]["chain_sum"]["pass@1"]["verdict"] == "improvement"  # vs A, strictly
+    row = headline(report)["chain_sum"]
+    assert row["verdict"] == "no gain beyond the base model's own last number (format forgiven)"
+    assert row["best baseline"] == "the base model's own last number (format forgiven): 50.0%"
+    assert row["gain above baseline [95% CI]"].startswith("+0.0 pp")
+    assert baselines_table(report)[0]["last number, format forgiven A"] == "50.0%"
+
+    report = build_report(store, [a, add_eval(store, "learned", better)], resamples=200)
+    verdict = report["verdicts"]["domains"]["chain_sum"]
+    assert verdict["verdict"] == "improvement" and verdict["gain"]["delta"] == pytest.approx(0.5)
+
+
+def test_forgiven_answer_reads_the_last_number_of_numeric_references_only():
+    domain, (task,) = tasks_of("chain_sum", n=1)
+    assert forgiven_answer(task, "3 + 4 = 7, so 7") == "7" and forgiven_answer(task, "no idea") is None
+    word = get_domain("spell_backward").make_task(heldout_seeds(1)[0], 1)
+    assert forgiven_answer(word, "It is 42") is None  # a word reference: nothing to forgive
 
 
 def test_stored_baselines_are_used_and_match_the_regenerated_ones(store):
