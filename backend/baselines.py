@@ -207,7 +207,6 @@ def domain_baselines(domain, tasks, rows=()) -> dict:
 
 @functools.lru_cache(maxsize=4096)
 def _task(name: str, level: int, seed: int):
-
     return get_domain(name).make_task(seed, level)
 
 

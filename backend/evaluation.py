@@ -102,7 +102,6 @@ class EvalSettings(BaseModel):
     @field_validator("seed_offset")
     @classmethod
     def _seeds_in_range(cls, v: int, info: ValidationInfo) -> int:
-
         room = HELDOUT_SEED_RANGE[1] - HELDOUT_SEED_RANGE[0]
         tasks = info.data.get("tasks_per_domain") or 0
         if v + tasks > room:

@@ -160,7 +160,6 @@ def blocked_domains(store, names: list[str], validate_missing: bool = True, n_ta
     latest = store.latest_validations()
     missing = [n for n in names if n not in latest]
     if missing and validate_missing:
-
         for report in validate(missing, n_tasks=n_tasks):
             store.record_validation(report)
         latest = store.latest_validations()

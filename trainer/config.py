@@ -191,7 +191,6 @@ class RunConfig(BaseModel):
     @field_validator("domains")
     @classmethod
     def _known_domains(cls, v: dict[str, float]) -> dict[str, float]:
-
         if not v:
             raise ValueError("the mix is empty; list at least one domain, e.g. domains: [basic_arithmetic]")
         known = domain_names()
@@ -205,7 +204,6 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _difficulty_in_levels(self) -> "RunConfig":
-
         if self.mix is not None and self.mix_spec is None and "domains" in self.model_fields_set:
             raise ValueError("set either mix (a stored mix) or domains (weights), not both")
         if self.mix is not None and self.mix_spec is None and "difficulty" in self.model_fields_set:

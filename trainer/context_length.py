@@ -165,7 +165,6 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
 
 
 def _ask_model(engine, tokenizer, asks, cells, max_new_tokens: int) -> None:
-
     domain = get_domain("needle_haystack")
     prompts = []
     for _, task, text in asks:

@@ -192,7 +192,6 @@ def episode_prompt(tokenizer, task) -> tuple[list[dict], dict, str, str | None]:
 
     domain = get_domain(task.domain)
     if isinstance(domain, ToolUseDomain):
-
         messages, kw, where = tool_prompt(tokenizer, domain.opening(task), domain.tool_specs(task))
         return messages, kw, "tool", where
     return build_messages(task), {}, "user", None

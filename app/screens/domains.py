@@ -203,7 +203,6 @@ def show_try_verifier(domain, task) -> None:
     if score:
         try:
             with st.spinner("Scoring…" if not domain.needs_sandbox else "Scoring in a sandbox…"):
-
                 reward, breakdown = try_verifier(task, text)
             st.session_state["dom_try_result"] = (task_key, reward, breakdown, None)
         except WorkbenchError as e:
@@ -264,7 +263,6 @@ def show_validation(path: str, domain) -> None:
     if cols[1].button("Validate now", key="dom_validate",
                       help=f"{VALIDATE_TASKS} tasks per level; sandboxed domains need Docker"):
         try:
-
             with st.spinner(f"Validating {domain.name} ({VALIDATE_TASKS} tasks per level)…"):
                 [fresh] = validate([domain.name], n_tasks=VALIDATE_TASKS)
                 get_store(path).record_validation(fresh)

@@ -130,7 +130,6 @@ def run_kernel(sandbox, op: str, args: dict, timeout_s: float = KERNEL_TIMEOUT_S
 
 def _cad_tool(name: str):
     def impl(args: dict, ctx, timeout_s: float) -> str:
-
         if ctx.sandbox is None:
             raise ToolFailure("tool_error", "this task has no sandbox")
         state = ctx.state.setdefault("cad", {"undo": [], "rollbacks": 0, "failed_ops": 0, "steps": 0})
@@ -403,21 +402,17 @@ class CadDomain(ToolUseDomain):
         return list(CAD_TOOLS.values())
 
     def opening(self, task) -> list[dict]:
-
         return [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
                 {"role": "user", "content": f"{task.question}\nWhen the part is exported, reply DONE without a "
                                             "tool call."}]
 
     def messages(self, task) -> list[dict]:
-
         return tool_prompt(None, self.opening(task), self.tool_specs(task))[0]
 
     def make_env(self, sandbox=None, max_turns: int = 8, timeout_s: float = KERNEL_TIMEOUT_S):
-
         return ToolEnv(self, sandbox, max_turns=max_turns, timeout_s=max(timeout_s, KERNEL_TIMEOUT_S), max_calls=8)
 
     def tool_runner(self, task, sandbox, timeout_s: float = KERNEL_TIMEOUT_S, max_calls: int = 8):
-
         return ToolRunner(list(CAD_TOOLS), ToolContext(sandbox=sandbox), timeout_s=timeout_s, max_calls=max_calls,
                           implementations=CAD_IMPLEMENTATIONS, specs=CAD_TOOLS, in_caller=set(CAD_TOOLS))
 

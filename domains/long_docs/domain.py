@@ -179,7 +179,6 @@ class LongDocDomain(RetrievalDomain):
         raise NotImplementedError
 
     def _check(self, seed, difficulty) -> tuple[int, int]:
-
         level, index = check_difficulty(difficulty, self.levels), as_int(seed)
         if index is None or index < 0:
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
@@ -294,7 +293,6 @@ class FinancialReportDomain(LongDocDomain):
         return Task(self.name, seed, r.question, r.answer, level, entry)
 
     def documents(self, task) -> dict[str, str]:
-
         return {"report": make_report_task(task.seed, task.difficulty).document}
 
     def _correct(self, task, extracted: str) -> tuple[bool, dict]:

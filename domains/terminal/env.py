@@ -125,7 +125,6 @@ class TerminalEnv(EpisodeEnv):
         if task is not None and not isinstance(task, TerminalTask):  # a registry Task of a terminal domain
             task = terminal_task(task)
         if task is None:
-
             task = terminal_task_for_seed(seed if seed is not None else 0, options.get("difficulty", 1))
         self.task, self.turn, self._over = task, 0, False
         self.sandbox.reset()

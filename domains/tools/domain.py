@@ -211,7 +211,6 @@ ANSWER_FORMAT_WEIGHT, CALL_VALIDITY_WEIGHT, TOOL_CORRECT_WEIGHT = 0.1, 0.1, 0.8
 
 
 def _reward(formatted: bool, correct: bool, extra: dict, results: list) -> tuple[float, dict]:
-
     breakdown = {"format": float(formatted), "correct": float(correct), **extra, **call_stats(results)}
     reward = (ANSWER_FORMAT_WEIGHT * breakdown["format"] + CALL_VALIDITY_WEIGHT * (breakdown["call_validity"] or 0.0)
               + TOOL_CORRECT_WEIGHT * breakdown["correct"])
@@ -362,7 +361,6 @@ class ToolDomain(ToolUseDomain):
         return Task(self.name, t.seed, t.question, t.answer, level, entry)
 
     def tool_specs(self, task) -> list:
-
         return [TOOLS[n] for n in task.entry["tools"]]
 
     def opening(self, task) -> list[dict]:
@@ -382,7 +380,6 @@ class ToolDomain(ToolUseDomain):
         if self.needs_sandbox:
             return []
         if self.name not in _DEMOS:
-
             task = self.make_task(DEMO_SEED, 1)
             turns = self.reference_turns(task)
             runner = self.tool_runner(task, None)

@@ -141,7 +141,6 @@ class ToolEnv(EpisodeEnv):
     metadata = {"render_modes": []}
 
     def __init__(self, domain, sandbox=None, max_turns: int = 4, timeout_s: float = 10.0, max_calls: int = 4):
-
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
         if domain.needs_sandbox and sandbox is None:
