@@ -18,7 +18,7 @@ from retrieval.pipeline import RetrievalConfig
 from trainer.context_length import SweepConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("app", "backend", "trainer", "retrieval", "sandboxes")
+PRODUCT = ("app", "backend", "core", "domains", "trainer", "retrieval", "sandboxes")
 
 
 def _product_trees():
