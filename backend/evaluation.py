@@ -377,7 +377,7 @@ def baseline_extras(rows: list[dict], tasks: dict[str, list] | None = None) -> d
 
 def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | None = None) -> dict[str, dict[str, int]]:
     """Held-out tasks whose prompt a checkpoint's training run sampled, exactly, per domain:
-    {domain: {"tasks", "seen"}}. Seeds never overlap (`domains.registry`), but a small task
+    {domain: {"tasks", "seen"}}. Seeds never overlap (`domains.splits`), but a small task
     space (level-1 arithmetic has a few hundred questions) repeats questions under
     different seeds; the report shows the count. {} for a model without a run.
 

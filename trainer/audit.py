@@ -12,7 +12,7 @@ from its prompt. These figures, taken from the scored samples of a step, say whi
   one answer covers k tasks with k different references);
 * the rate of wrong answers copied from the prompt (the answer occurs in the prompt as a
   whole token: a number or word of the question, or "<answer>" from the instruction);
-* the reward from correctness, ``CORRECT_WEIGHT * correct`` (`domains.registry`), vs the rest
+* the reward from correctness, ``CORRECT_WEIGHT * correct`` (`domains.contract`), vs the rest
   of the verifier's reward: ``FORMAT_WEIGHT * format`` for reasoning-gym and long-document
   domains, the answer format plus the call-validity credit for tool domains.
 

@@ -18,15 +18,15 @@ difficulty knobs as attributes with ordered levels (for `basic_arithmetic`: `num
   evenly spaced from the easiest to the hardest, numbered 1..n.
 - **answer format**: `<answer>...</answer>` tags (reasoning-gym's own convention; answers
   may span lines: grids, boards, move lists). The six hand-made domains of
-  `domains.registry` keep their one-line `Answer: ...` format.
+  `domains.reasoning_gym.hand_made` keep their one-line `Answer: ...` format.
 
 `composite` is not registered: it combines other generators by weight, which is what a
 workbench mix does (`domains.mixes`). Generators without a curriculum (acre,
 list_functions) get one level with their default configuration; gsm_symbolic keeps its
-hand-made levels in `domains.registry`.
+hand-made levels in `domains.reasoning_gym.hand_made`.
 
     from domains.reasoning_gym.catalogue import build_rg_domains
-    domains = build_rg_domains(skip={"basic_arithmetic"})   # name -> Domain
+    domains = build_rg_domains(skip={"basic_arithmetic"})   # name -> ReasoningGymDomain
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class ReasoningGymDomain(TextDomain):
         license: License of the generator's code and data.
         levels: Difficulty level (1 easy .. n hard) -> reasoning-gym config kwargs.
         level_notes: Difficulty level -> what the level means, for the page.
-        kind: "single_turn" here; "multi_turn" for terminal domains, "retrieval" later.
+        kind: "single_turn" (the catalogue word of a `TextDomain`).
         answer_format: "line" (a final `Answer: ...` line) or "tag" (`<answer>...</answer>`,
             for answers that span lines).
         multiple_answers: A task may have several valid answers (validation then doesn't
