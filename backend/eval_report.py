@@ -40,7 +40,8 @@ from trainer.eval_stats import (
 
 MISSING = "—"
 BASELINE_NOTE = ("best baseline: the strongest of the best constant answer, copying from the question (rules "
-                 "fitted on these held-out tasks) and, in a comparison, A; the verdict is against every one of them.")
+                 "fitted on these held-out tasks) and, in a comparison, A as it scored and with the format "
+                 "forgiven (the last number of its replies); the verdict is against every one of them.")
 VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "no clear change": "#9e9e9e",
                   "too few tasks": "#bdbdbd"}
 SIDE_COLORS = ("#7f7f7f", "#1f77b4")  # A (baseline) grey, B blue
