@@ -48,6 +48,7 @@ from trainer.eval_stats import MIN_TASKS_FOR_VERDICT, TaskKey, paired_delta, tas
 from trainer.audit import copied
 from domains.answers import extract_answer, numeric_answer
 from domains.registry import get_domain
+from core.errors import WorkbenchError
 
 CONSTANT_CANDIDATES = 5  # most common references tried as the constant answer
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
@@ -223,7 +224,6 @@ def suite_baselines(rows: list[dict], tasks: dict[str, list] | None = None) -> d
         domain -> baselines; a domain that is not eligible, unknown to the registry, or
         whose tasks can't be regenerated is left out.
     """
-    from core.errors import WorkbenchError
 
     by_domain: dict[str, list[dict]] = defaultdict(list)
     for r in rows:

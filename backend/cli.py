@@ -14,6 +14,9 @@ The entry point: it imports the command modules (`cli_runs`, `cli_eval`, `cli_re
 which share `cli_common` and never import this module back. Every command takes --db (or
 RLWB_DB). Errors a user can fix print one line to stderr and exit 2; Ctrl-C exits 130 after
 marking the run stopped.
+
+Each command imports what it runs inside its function (start-up speed: `rlwb --help` builds
+the parser in ~0.2 s without the store, torch, vLLM or the domain families).
 """
 
 from __future__ import annotations

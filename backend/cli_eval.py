@@ -5,6 +5,9 @@
     rlwb eval report A [B] [--html out.html]      base (A) against checkpoint (B)
     rlwb eval samples B --domain D [--vs A]       the held-out answers, B beside A task by task
     rlwb eval context-length MODEL                the needle sweep (backend/cli_retrieval.py)
+
+Each command imports what it runs inside its function (start-up speed: `rlwb --help` builds
+the parser in ~0.2 s without the store, torch, vLLM or the domain families).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 from core.choices import ROLLOUT_ENGINES
 from backend.cli_common import open_store, positive
 from retrieval.context import DEFAULT_BUDGET_TOKENS
+from core.errors import ConfigError
 
 SUBCOMMANDS = ("run", "list", "show", "report", "samples", "context-length")
 
@@ -195,7 +199,6 @@ def cmd_eval_report(args) -> int:
 
 
 def cmd_eval_samples(args) -> int:
-    from core.errors import ConfigError
     from backend.eval_report import side_label
     from backend.heldout import filter_pairs, pairs_text, task_pairs
 

@@ -8,6 +8,9 @@
 Thin wrappers over `retrieval.pipeline` and `trainer.context_length`; `register` and
 `register_context_length` add them to the `rlwb` parser. Context budgets default to
 `retrieval.context.DEFAULT_BUDGET_TOKENS`.
+
+Each command imports what it runs inside its function (start-up speed: `rlwb --help` builds
+the parser in ~0.2 s without the store, torch, vLLM or the domain families).
 """
 
 from __future__ import annotations

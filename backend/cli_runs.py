@@ -9,6 +9,9 @@
     rlwb runs import FILE [--new-id]    add an exported run to this store (all or nothing)
 
 Thin wrappers over `backend.runs`; `register` adds them to the `rlwb` parser.
+
+Each command imports what it runs inside its function (start-up speed: `rlwb --help` builds
+the parser in ~0.2 s without the store, torch, vLLM or the domain families).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ multi-turn success and the usable context length when the evaluations have them.
     print(headline_text(report))                           # Markdown table for the CLI
     write_html(store, [base_id, ckpt_id], "out.html")      # one self-contained file
 
-Torch-free (the page and the CLI import it). A training run's own held-out evaluations
+Torch-free (the page and the CLI import it); the baselines and the evaluation module are
+imported inside the functions that use them, for `rlwb --help`'s start-up (they load the store). A training run's own held-out evaluations
 (greedy, one completion per task, `trainer.evaluate`) are reported by the same code. Not
 covered: running evaluations (`backend.evaluation`), reports over more than two evaluations.
 """

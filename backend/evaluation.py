@@ -19,6 +19,9 @@ The model is named as a fetched model (``smollm2-135m``), a checkpoint directory
 training run (``RUN_ID``: its newest checkpoint) or ``RUN_ID:STEP``. Its identity (the
 weights' sha256 and size) is stored with the results, so two evaluations of the same
 weights can be recognised whatever path they were loaded from.
+
+The trainer's engines, loop and evaluation (torch, vLLM) and the run manager are imported
+inside the functions that run them: the CLI and the page import this module at start-up.
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ from pydantic import (
 )
 
 from core.choices import EngineKind
-from core.errors import ConfigError, ModelNotFound, RunNotFound, WorkbenchError
+from core.errors import ConfigError, EngineError, EvalNotFound, ModelNotFound, RunNotFound, WorkbenchError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.mixes import resolve_mix
 from domains.registry import get_domain, heldout_tasks
 from domains.splits import HELDOUT_SEED_RANGE
+from trainer.models import context_window, resolve_model
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 RUN_ID_RE = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")  # `backend.store` run ids
@@ -135,7 +139,6 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
     Raises:
         ModelNotFound: nothing by that name, or a run without (that) checkpoint.
     """
-    from trainer.models import resolve_model
 
     run_id, colon, step = ref.partition(":")
     try:
@@ -301,7 +304,6 @@ def _clipped(text: str, head: int = 3000, tail: int = 3000) -> str:
 
 def _open(cfg, model_path: Path, seed: int, engine_kw: dict):
     """`open_engine`, with a model that fails to load reported as an EngineError naming it."""
-    from core.errors import EngineError
     from trainer.rollout import open_engine
 
     try:
@@ -318,7 +320,6 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
           run_id: str | None) -> tuple[dict, dict]:
     from transformers import AutoTokenizer
 
-    from trainer.models import context_window
     from trainer.loop import engine_options
     from trainer.placement import maybe_runtime
     from trainer.evaluate import sample_row
@@ -453,7 +454,6 @@ def resolve_eval_ref(store, ref: str) -> str:
     Raises:
         EvalNotFound: neither, or a run none of whose checkpoints was evaluated.
     """
-    from core.errors import EvalNotFound
 
     try:
         store.get_eval(ref)

@@ -19,7 +19,8 @@ run's own in-run ones: greedy, one completion per task, `trainer.evaluate`):
     print(pairs_text(filter_pairs(pairs, "changed")))
     figures = run_heldout(store, run_id)                             # None: nothing recorded
 
-Torch-free (the pages and the CLI import it). Not covered: multi-turn transcripts turn by
+Torch-free (the pages and the CLI import it); the report code (`backend.eval_report`,
+`backend.baselines`) is imported inside the functions that use it, for `rlwb --help`'s start-up. Not covered: multi-turn transcripts turn by
 turn (the completion is shown whole; the Trajectories page has the turn view), the chat
 template's special tokens around the messages, and a retrieval domain's prompt (its
 retrieved context depends on the evaluation's budget and index, which are not stored:

@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from trainer.config import RunConfig, config_errors
-from core.errors import WorkbenchError
+from core.errors import ModelNotFound, WorkbenchError
 from domains.mixes import resolve_mix
+from trainer.models import MODELS, resolve_model
 
 #: The fields the form draws as widgets, in order; every other field of the config is
 #: edited as YAML under "Other settings".
@@ -36,8 +37,6 @@ QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "quickstart.ya
 def model_choices(store) -> list[tuple[str, str]]:
     """Models a run can start from: (value for `model:`, label), fetched models first, then
     the checkpoints recorded in this store (newest run first)."""
-    from core.errors import ModelNotFound
-    from trainer.models import MODELS, resolve_model
 
     out = []
     for name, spec in MODELS.items():

@@ -13,6 +13,9 @@ Every function is usable without Streamlit (the page adds caching and widgets). 
 built on the page are limited to `PAGE_MAX_BYTES` in all: embedding more on a 2-core CPU
 takes many minutes (MiniLM encodes ~25 chunks/s here).
 
+The retrieval pipeline and the embedding model (faiss, sentence-transformers, torch) are
+imported inside the functions that use them, so the page opens without them.
+
 Not covered: building collections in the background (the page blocks with a spinner),
 sampling (answers are greedy), GPUs (the model runs on the CPU).
 """

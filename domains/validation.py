@@ -47,6 +47,7 @@ from domains.reasoning_gym.domain import RG_VERSION
 from domains.contract import Task
 from domains.reasoning_gym import domain as rg
 from domains.registry import get_domain
+from core.errors import WorkbenchError
 
 MIN_DISTINCT_PER_100 = 20  # fewer distinct prompts per 100 tasks is too little diversity
 MAX_GEN_S_PER_TASK = 1.0  # CPU seconds; slower generation can't keep up with rollouts
@@ -401,7 +402,6 @@ def _validate_all(names, n_tasks, n_verify, sandbox_backend, progress) -> list[d
 
 def _open_pool(backend: str):
     """(pool, "") or (None, why) for the sandboxed domains' verifier checks."""
-    from core.errors import WorkbenchError
     from sandboxes.pool import SandboxPool
     from sandboxes.spec import SandboxSpec
 

@@ -9,6 +9,8 @@ Backends: ``docker`` (the default; a container on the local engine, see
 `sandboxes.docker_backend`) and ``local`` (bubblewrap + rlimits for machines without
 Docker; WEAKER isolation, see `sandboxes.local_backend`). A backend is only ever used when
 asked for by name: asking for ``docker`` where no engine runs raises `SandboxUnavailable`.
+Each backend module is imported only when it is asked for (the Docker SDK and its client
+are not loaded on machines that use the local backend).
 """
 
 from __future__ import annotations

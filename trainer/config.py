@@ -26,6 +26,7 @@ from core.choices import Algorithm, EngineKind, SandboxBackend
 from core.errors import ConfigError, ModelNotFound
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.registry import domain_names, get_domain
+from trainer.models import MODELS, resolve_model
 
 # the forms of ray_address: auto, HOST:PORT, ray://HOST:PORT
 RAY_ADDRESS_RE = re.compile(r"^(auto|(ray://)?[A-Za-z0-9._-]+:\d{1,5})$")
@@ -335,7 +336,6 @@ class RunConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _absolute_model_dir(cls, v: str) -> str:
-        from trainer.models import MODELS
 
         path = Path(v).expanduser()
         # a checkpoint directory given relative to here must be found from elsewhere too
@@ -413,7 +413,6 @@ def _check(data: Any) -> tuple[RunConfig | None, dict[str, str]]:
 
 def _model_problem(model: str) -> str | None:
     """Why `model` can't be trained (not fetched, no readable HF config), or None."""
-    from trainer.models import resolve_model
 
     try:
         path = resolve_model(model)

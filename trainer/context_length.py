@@ -36,6 +36,7 @@ from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.contract import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 from domains.long_docs.domain import build_haystack, draw_needles, needle_task
 from domains.registry import get_domain
+from trainer.models import context_window
 
 DEFAULT_LENGTHS = (4_000, 16_000, 64_000, 256_000, 1_000_000)
 DEFAULT_DEPTHS = tuple(range(0, 101, 10))
@@ -92,7 +93,6 @@ def model_window(engine_model_path, cfg: SweepConfig) -> int:
         return cfg.window_tokens
     if engine_model_path is None:
         return 8192
-    from trainer.models import context_window
 
     return context_window(engine_model_path)
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from domains.registry import get_domain
+from core.errors import WorkbenchError
 
 DEFAULT_RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -304,7 +305,6 @@ def jsonable(obj):
 
 def domain_families(domains) -> dict[str, str]:
     """domain -> its family in the registry ("other" for a name the registry lacks)."""
-    from core.errors import WorkbenchError
 
     out = {}
     for d in sorted(domains):

@@ -46,6 +46,7 @@ from core.errors import ConfigError, GenerationTimeout
 from trainer.episodes import episode_prompt
 from trainer.prompts import render_prompt
 from domains.long_docs.domain import PROMPT_OVERHEAD_TOKENS
+from trainer.models import context_window
 
 DEFAULT_WINDOW_TOKENS = 1024  # the engine window while every prompt fits in it (vLLM's max_model_len)
 PROMPT_SAMPLE_TASKS = 16  # training-seed tasks measured per level before a launch (a fixed sample)
@@ -162,7 +163,6 @@ def retrieval_window(cfg: RunConfig, model_path) -> int:
     Raises:
         ConfigError: the model's window (`max_position_embeddings`) is smaller.
     """
-    from trainer.models import context_window
 
     answer = max(cfg.max_new_tokens, cfg.eval_max_new_tokens if cfg.eval_tasks_per_domain else 0)
     need = cfg.context_budget_tokens + PROMPT_OVERHEAD_TOKENS + answer
@@ -248,7 +248,6 @@ def run_window(cfg, model_path, tokenizer) -> int:
         ConfigError: some domain level needs more than the model's window; the message
             names it, its token counts, and the levels of that domain that fit.
     """
-    from trainer.models import context_window
 
     needs = level_needs(cfg, model_path, tokenizer)
     model_window = context_window(model_path, default=DEFAULT_WINDOW_TOKENS)
