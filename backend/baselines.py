@@ -52,6 +52,7 @@ from core.errors import WorkbenchError
 
 CONSTANT_CANDIDATES = 5  # most common references tried as the constant answer
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
+_REPLY_NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # "1,234" is one number
 _WORD = re.compile(r"[^\W\d_]+")
 _QUOTED = re.compile(r'"([^"\n]+)"|“([^”\n]+)”')
 #: rule name -> the candidates it picks from and which one (first or last)
@@ -150,7 +151,7 @@ def forgiven_answer(task, completion: str | None) -> str | None:
     without a number."""
     if not isinstance(completion, str) or not _NUMBER.fullmatch(task.answer.strip()):
         return None
-    found = _NUMBER.findall(completion[-MAX_FORGIVEN_CHARS:])
+    found = _REPLY_NUMBER.findall(completion[-MAX_FORGIVEN_CHARS:])
     return found[-1] if found else None
 
 
@@ -173,6 +174,21 @@ def _forgiven(domain, tasks, rows) -> dict | None:
         return None
     scores = [[lv, seed, sum(v) / len(v)] for (lv, seed), v in sorted(per.items())]
     return {"accuracy": sum(s[2] for s in scores) / max(len(by_key), 1), "scores": scores}
+
+
+def with_forgiven(table: dict[str, dict], rows: list[dict]) -> dict[str, dict]:
+    """`table` (stored `suite_baselines`) with each domain's "forgiven" entry computed from
+    `rows` where it lacks one (evaluations stored before that baseline existed)."""
+    out = dict(table)
+    by_domain: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_domain[r["domain"]].append(r)
+    for name, b in table.items():
+        if "forgiven" not in b and by_domain.get(name):
+            keys = sorted({(int(r["level"]), int(r["task_seed"])) for r in by_domain[name]})
+            tasks = [_task(name, lv, s) for lv, s in keys]
+            out[name] = {**b, "forgiven": _forgiven(get_domain(name), tasks, by_domain[name])}
+    return out
 
 
 def domain_baselines(domain, tasks, rows=()) -> dict:

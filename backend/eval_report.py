@@ -216,7 +216,9 @@ def _baselines(store, side: dict) -> dict:
     from backend.baselines import suite_baselines
 
     if "baselines" in side["stored_extras"]:
-        return side["stored_extras"]["baselines"]
+        from backend.baselines import with_forgiven
+
+        return with_forgiven(side["stored_extras"]["baselines"], store.eval_samples(side["id"], with_completions=True))
     return suite_baselines(store.eval_samples(side["id"], with_completions=True))
 
 

@@ -37,8 +37,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-import gymnasium as gym
-
 from core.errors import ConfigError
 
 # Reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct. The format term exists
@@ -287,8 +285,9 @@ class SandboxDomain(Domain):
         when the sandbox machinery failed (the sample then counts for nothing)."""
 
 
-class EpisodeEnv(gym.Env, abc.ABC):
-    """The Gymnasium environment an `EpisodeDomain` plays a task in: `reset(options={"task":
+class EpisodeEnv(abc.ABC):
+    """What the Gymnasium environment an `EpisodeDomain` plays a task in adds to `gym.Env`
+    (the envs subclass both): `reset(options={"task":
     task})`, `step(model_text) -> (observation, reward, terminated, truncated, info)` (info
     holds the turn's record under "turn" and, when the episode ends, the verdict under
     "check" or "breakdown"), `close()`, and `finish`."""

@@ -50,7 +50,7 @@ def evaluate_samples(engine, tokenizer, domains: list[str], n: int, difficulty: 
 
 def aggregates(rows: list[dict], domains: list[str]) -> dict[str, dict[str, float]]:
     """domain -> {"n", "accuracy", "mean_reward", "format_rate"} (fractions in [0, 1]) over
-    the sample rows (`backend.eval_store.sample_row`) scored without a harness fault."""
+    the sample rows (`sample_row`) scored without a harness fault."""
     results: dict[str, dict[str, float]] = {}
     for d in domains:
         scored = [r for r in rows if r["domain"] == d and not r["fault"]]

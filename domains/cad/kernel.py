@@ -1,6 +1,6 @@
 """The CAD kernel that runs inside the sandbox: one modeling operation per invocation.
 
-    python3 -I - '{"_op": "box", "name": "plate", "size": [80, 40, 6]}'   < cad_kernel.py
+    python3 -I - '{"_op": "box", "name": "plate", "size": [80, 40, 6]}'   < kernel.py
 
 It is sent on stdin by `domains.cad.domain` (so it never sits in the workspace) and works
 on bodies stored under ``/workspace/cad/<name>.npz`` (float32 vertices, uint32 triangles of a

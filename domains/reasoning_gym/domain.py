@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -153,7 +154,7 @@ class ReasoningGymDomain(TextDomain):
         if self.pooled and not self.generate:
             return self._pool_item(ds, seed, difficulty)
         if self.generate:
-            with _seeded_global_random(f"{self.name} {difficulty} {seed}"):
+            with _GLOBAL_STATE, _seeded_global_random(f"{self.name} {difficulty} {seed}"):
                 return self.generate(ds, seed, difficulty)
         return _item(ds, seed)
 
@@ -177,10 +178,10 @@ class ReasoningGymDomain(TextDomain):
 
     def _pool_item(self, ds: Any, seed: int, difficulty: int) -> dict:
         """The pool item for a seed: `side[seed % len(side)]` of the seed's side of the pool
-        (`_pool_side`). The item's question is checked against the side again, because
-        some upstream items are not reproducible (list_functions' generator 14 draws from
-        the global `random`): one that changed sides is passed over for the next item of
-        the side, so no seed ever gets an item of the other side.
+        (`_pool_side`). The item's question is checked against the side again (list_functions'
+        generator 14 draws from the global `random`, which `_item` now seeds, so this no
+        longer happens): one that changed sides is passed over for the next item of the
+        side, so no seed ever gets an item of the other side.
 
         Raises:
             ConfigError: no item of the side is on its side any more.
@@ -289,11 +290,24 @@ def _seeded_global_random(key: str):
         np.random.set_state(np_state)
 
 
+# Upstream datasets that keep a level's data in a class attribute, so the level built last
+# wins for every instance (codeio's `_jsonl_data`, filtered by difficulty): the value each
+# instance was built with is kept beside it (`_dataset`) and put back before it makes an item.
+CLASS_STATE = {"codeio": "_jsonl_data"}
+_CLASS_STATE_KEPT: dict[int, tuple[str, Any]] = {}  # id(dataset) -> (attribute, its value)
+_GLOBAL_STATE = threading.RLock()  # the global RNGs and class attributes are process-wide
+
+
 def _item(ds: Any, index: int) -> dict:
     """`ds[index]` with the global RNGs seeded from the dataset's name and the index
-    (`_seeded_global_random`), so an item is the same whenever it is asked for."""
-    with _seeded_global_random(f"{type(ds).__name__} {index}"):
-        return ds[index]
+    (`_seeded_global_random`) and the dataset's own class state in place (`CLASS_STATE`),
+    so an item is the same whenever, and after whichever other level, it is asked for."""
+    with _GLOBAL_STATE:
+        kept = _CLASS_STATE_KEPT.get(id(ds))
+        if kept is not None:
+            setattr(type(ds), *kept)
+        with _seeded_global_random(f"{type(ds).__name__} {index}"):
+            return ds[index]
 
 
 def _dataset(domain: ReasoningGymDomain, difficulty: int) -> Any:
@@ -306,13 +320,18 @@ def _dataset(domain: ReasoningGymDomain, difficulty: int) -> Any:
     if key not in _DATASETS:
         import reasoning_gym  # lazy: ~1 s import
 
-        with _seeded_global_random(f"{domain.name} {difficulty} build"):  # list_functions' pool
-            _DATASETS[key] = reasoning_gym.create_dataset(domain.name, **{"seed": 0, **domain.levels[difficulty]})
+        # seeded: list_functions draws its pool from the global `random`
+        with _GLOBAL_STATE, _seeded_global_random(f"{domain.name} {difficulty} build"):
+            ds = reasoning_gym.create_dataset(domain.name, **{"seed": 0, **domain.levels[difficulty]})
+            if domain.name in CLASS_STATE:
+                _CLASS_STATE_KEPT[id(ds)] = (CLASS_STATE[domain.name], getattr(type(ds), CLASS_STATE[domain.name]))
+            _DATASETS[key] = ds
     return _DATASETS[key]
 
 
 def _forget_datasets() -> None:
     _DATASETS.clear()
+    _CLASS_STATE_KEPT.clear()
 
 
 def reset_caches() -> None:
@@ -328,8 +347,8 @@ _POOL_SIDES: dict[tuple[str, int], tuple[Any, tuple[tuple[int, ...], tuple[int, 
 
 def _pool_side(domain: ReasoningGymDomain, difficulty: int, ds: Any, heldout: bool) -> tuple[int, ...]:
     """Indices of the pooled dataset `ds` on one side of its split (`split_pool` over the
-    items' questions), computed once per dataset instance (a rebuilt dataset is split again:
-    list_functions draws its pool with unseeded randomness, so the pool may differ).
+    items' questions), computed once per dataset instance (a rebuilt dataset is split again; its pool is
+    drawn under the same seeded global RNGs, `_dataset`, so it is the same pool).
 
     Raises:
         ConfigError: that side of the pool is empty.
@@ -350,6 +369,3 @@ def _pool_side(domain: ReasoningGymDomain, difficulty: int, ds: Any, heldout: bo
                           f"{'held-out' if heldout else 'training'} items ({len(cached[1][0]) + len(cached[1][1])} "
                           "distinct); it is too small to split")
     return side
-
-
-# gsm_symbolic has one config knob, `difficulty`, and its validator accepts only 1.0

@@ -18,6 +18,10 @@ from typing import Any
 from domains.reasoning_gym.domain import ReasoningGymDomain
 from domains.splits import MAX_SIDE_DRAWS, draw_on_side
 
+# gsm_symbolic has one config knob, `difficulty`, and its validator accepts only 1.0
+# (values above 1 make some templates raise). Its templates differ in the number of
+# solution steps (constant per template: lines of the reference chain of thought), so
+# levels pick templates by steps: 1 -> 2 steps, 2 -> 3 steps, 3 -> 4 to 14 steps.
 _GSM_STEP_BOUNDS = {1: (1, 2), 2: (3, 3), 3: (4, 1000)}
 _GSM_TEMPLATES: dict[int, list[int]] = {}
 

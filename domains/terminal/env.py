@@ -26,6 +26,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+import gymnasium as gym
 from gymnasium import spaces
 
 from core.errors import ConfigError, SandboxError, SandboxTimeout
@@ -86,7 +87,7 @@ def format_observation(result, limit: int) -> str:
     return f"[{head}]\n{body}".rstrip()
 
 
-class TerminalEnv(EpisodeEnv):
+class TerminalEnv(gym.Env, EpisodeEnv):
     """One terminal task played in one sandbox (Gymnasium contract; text observations/actions).
 
     Args:

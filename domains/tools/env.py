@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 
+import gymnasium as gym
 
 from core.errors import ConfigError, SandboxError
 from domains.contract import EpisodeEnv
@@ -123,7 +124,7 @@ def call_record(r) -> dict:
     return rec
 
 
-class ToolEnv(EpisodeEnv):
+class ToolEnv(gym.Env, EpisodeEnv):
     """One tool-use task played to the end (Gymnasium contract; text observations/actions).
 
     Args:
