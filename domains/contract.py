@@ -316,6 +316,11 @@ class EpisodeDomain(Domain):
     def wrong_turns(self, task: Task) -> list[str]:
         """The model turns of an episode that must not score 1 (validation)."""
 
+    @abc.abstractmethod
+    def scripted_turns(self, text: str) -> list[str]:
+        """The model turns a pasted reply stands for, written as `reference_completion`
+        writes it (the Domains page's "try the verifier")."""
+
 
 class ToolUseDomain(EpisodeDomain):
     """An episode domain whose turns call tools by contract (`domains.tools.contract`):

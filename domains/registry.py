@@ -59,6 +59,30 @@ def registry() -> dict[str, Domain]:
     return _REGISTRY
 
 
+def reset_generator_caches() -> None:
+    """Forget every built task generator, here and in the upstream workers, so the next task
+    comes from a fresh instance (validation's determinism check)."""
+    from domains.reasoning_gym.domain import reset_caches  # the family on first use (start-up)
+
+    reset_caches()
+
+
+def upstream_cpu_time() -> float:
+    """CPU seconds of this thread plus those the upstream workers spent on its calls."""
+    import time
+
+    from domains.reasoning_gym.domain import UPSTREAM  # the family on first use (start-up)
+
+    return time.thread_time() + UPSTREAM.cpu_time()
+
+
+def generator_version() -> str:
+    """The version of the task generators' package (reasoning-gym), stored with reports."""
+    from domains.reasoning_gym.domain import RG_VERSION  # the family on first use (start-up)
+
+    return RG_VERSION
+
+
 def domain_names() -> list[str]:
     """Names of the registered domains, sorted."""
     return sorted(registry())

@@ -43,10 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from domains.answers import MAX_COMPLETION_CHARS
-from domains.reasoning_gym.domain import RG_VERSION
 from domains.contract import Task
-from domains.reasoning_gym import domain as rg
-from domains.registry import get_domain
+from domains.registry import generator_version, get_domain, reset_generator_caches, upstream_cpu_time
 from core.errors import WorkbenchError
 
 MIN_DISTINCT_PER_100 = 20  # fewer distinct prompts per 100 tasks is too little diversity
@@ -266,78 +264,67 @@ def validate_domain(name: str, n_tasks: int = 100, n_verify: int = 5, pool=None,
     levels = []
     digests: dict[str, list[str]] = {}  # level -> digests of DETERMINISM_SEEDS, as `task_digests` gives
     for level in domain.levels:
-        row: dict[str, Any] = {"level": level}
-        tasks: list[Task] = []
-        start, cpu_start = time.perf_counter(), _cpu_time()
-        try:
-            for seed in range(n_tasks):
-                tasks.append(domain.make_task(seed, level))
-                if time.perf_counter() - start > LEVEL_TIME_BUDGET_S and len(tasks) >= 2:
-                    break
-        except Exception as e:  # noqa: BLE001 - any generator failure is the finding
-            reasons.append(f"level {level}: generation failed at seed {len(tasks)}: {type(e).__name__}: {e}"[:300])
-            row["error"] = f"{type(e).__name__}: {e}"[:300]
-            levels.append(row)
-            # what `task_digests` records for the level, so the cross-process check compares alike
-            digests[str(level)] = ([task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
-                                   if len(tasks) >= len(DETERMINISM_SEEDS) else [f"error: {type(e).__name__}"])
-            continue
-        # CPU time of this thread and of the upstream workers it called: other work on a
-        # shared machine doesn't inflate it
-        gen_s = (_cpu_time() - cpu_start) / max(len(tasks), 1)
-        prompts = [t.question for t in tasks]
-        row.update(n=len(tasks), gen_ms_per_task=round(gen_s * 1000, 2),
-                   distinct_per_100=round(100 * len({task_digest(t) for t in tasks}) / len(tasks), 1),
-                   distinct_prompts_per_100=round(100 * len(set(prompts)) / len(prompts), 1),
-                   prompt_chars=_quantiles([len(p) for p in prompts]))
-        if gen_s > MAX_GEN_S_PER_TASK:
-            reasons.append(f"level {level}: generation takes {gen_s:.2f} s per task (limit {MAX_GEN_S_PER_TASK} s)")
-        if row["distinct_per_100"] < MIN_DISTINCT_PER_100 and len(tasks) >= 20:
-            reasons.append(f"level {level}: only {row['distinct_per_100']:.0f} distinct tasks per 100 "
-                           f"(need {MIN_DISTINCT_PER_100})")
-        _reset_caches()
-        try:  # the first seeds again, from fresh generator instances
-            again = [task_digest(domain.make_task(s, level)) for s in DETERMINISM_SEEDS]
-        except Exception as e:  # noqa: BLE001
-            again = [f"error: {type(e).__name__}"]
-        first = [task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
-        row["deterministic"] = again[: len(first)] == first
-        digests[str(level)] = again
-        if not row["deterministic"]:
-            reasons.append(f"level {level}: the same seed gave different tasks after a fresh start")
-        if domain.needs_sandbox:
-            if pool is None:
-                row["verifier"] = "not run"
-                reasons.append(f"level {level}: verifier not exercised: {sandbox_note or 'no sandbox backend'}")
-                levels.append(row)
-                continue
-            checks = _check_sandbox_level(domain, tasks, n_verify, pool)
-        else:
-            checks = _check_rg_level(domain, tasks, n_verify)
-        row.update(checks)
-        if checks["reference_pass"] < checks["reference_n"]:
-            reasons.append(f"level {level}: {checks['reference_n'] - checks['reference_pass']} of "
-                           f"{checks['reference_n']} reference answers did not pass")
-        if checks["wrong_rejected"] < checks["wrong_n"]:
-            reasons.append(f"level {level}: {checks['wrong_n'] - checks['wrong_rejected']} of {checks['wrong_n']} "
-                           "wrong answers passed")
-        reasons += [f"level {level}: {p}" for p in checks["problems"]]
+        row, problems, digests[str(level)] = _validate_level(domain, level, n_tasks, n_verify, pool, sandbox_note)
+        reasons += [f"level {level}: {p}" for p in problems]
         levels.append(row)
     return {"domain": name, "family": domain.family, "kind": domain.kind, "passed": not reasons,
             "reasons": list(dict.fromkeys(reasons)), "levels": levels, "n_tasks": n_tasks,
-            "duration_s": round(time.perf_counter() - t0, 2), "reasoning_gym": RG_VERSION, "task_digests": digests}
+            "duration_s": round(time.perf_counter() - t0, 2), "reasoning_gym": generator_version(),
+            "task_digests": digests}
 
 
-def _cpu_time() -> float:
-    """CPU seconds of this thread plus those the upstream workers spent on its calls."""
-    from domains.reasoning_gym.domain import UPSTREAM
-
-    return time.thread_time() + UPSTREAM.cpu_time()
-
-
-def _reset_caches() -> None:
-    """Forget built generators so the next task comes from a fresh instance."""
-    rg.reset_caches()
+def _validate_level(domain, level: int, n_tasks: int, n_verify: int, pool,
+                    sandbox_note: str) -> tuple[dict, list[str], list[str]]:
+    """One level of `validate_domain`: (its report row, its problems, the digests of the
+    first seeds from fresh generators, as `task_digests` records them)."""
+    row: dict[str, Any] = {"level": level}
+    reasons: list[str] = []
+    tasks: list[Task] = []
+    start, cpu_start = time.perf_counter(), upstream_cpu_time()
+    try:
+        for seed in range(n_tasks):
+            tasks.append(domain.make_task(seed, level))
+            if time.perf_counter() - start > LEVEL_TIME_BUDGET_S and len(tasks) >= 2:
+                break
+    except Exception as e:  # noqa: BLE001 - any generator failure is the finding
+        row["error"] = f"{type(e).__name__}: {e}"[:300]
+        # what `task_digests` records for the level, so the cross-process check compares alike
+        digests = ([task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
+                   if len(tasks) >= len(DETERMINISM_SEEDS) else [f"error: {type(e).__name__}"])
+        return row, [f"generation failed at seed {len(tasks)}: {type(e).__name__}: {e}"[:290]], digests
+    # CPU time of this thread and of the upstream workers it called: other work on a
+    # shared machine doesn't inflate it
+    gen_s = (upstream_cpu_time() - cpu_start) / max(len(tasks), 1)
+    prompts = [t.question for t in tasks]
+    row.update(n=len(tasks), gen_ms_per_task=round(gen_s * 1000, 2),
+               distinct_per_100=round(100 * len({task_digest(t) for t in tasks}) / len(tasks), 1),
+               distinct_prompts_per_100=round(100 * len(set(prompts)) / len(prompts), 1),
+               prompt_chars=_quantiles([len(p) for p in prompts]))
+    if gen_s > MAX_GEN_S_PER_TASK:
+        reasons.append(f"generation takes {gen_s:.2f} s per task (limit {MAX_GEN_S_PER_TASK} s)")
+    if row["distinct_per_100"] < MIN_DISTINCT_PER_100 and len(tasks) >= 20:
+        reasons.append(f"only {row['distinct_per_100']:.0f} distinct tasks per 100 (need {MIN_DISTINCT_PER_100})")
+    reset_generator_caches()
+    try:  # the first seeds again, from fresh generator instances
+        again = [task_digest(domain.make_task(s, level)) for s in DETERMINISM_SEEDS]
+    except Exception as e:  # noqa: BLE001
+        again = [f"error: {type(e).__name__}"]
+    first = [task_digest(t) for t in tasks[: len(DETERMINISM_SEEDS)]]
+    row["deterministic"] = again[: len(first)] == first
+    if not row["deterministic"]:
+        reasons.append("the same seed gave different tasks after a fresh start")
+    if domain.needs_sandbox and pool is None:
+        row["verifier"] = "not run"
+        return row, reasons + [f"verifier not exercised: {sandbox_note or 'no sandbox backend'}"], again
+    checks = (_check_sandbox_level(domain, tasks, n_verify, pool) if domain.needs_sandbox
+              else _check_rg_level(domain, tasks, n_verify))
+    row.update(checks)
+    if checks["reference_pass"] < checks["reference_n"]:
+        reasons.append(f"{checks['reference_n'] - checks['reference_pass']} of {checks['reference_n']} "
+                       "reference answers did not pass")
+    if checks["wrong_rejected"] < checks["wrong_n"]:
+        reasons.append(f"{checks['wrong_n'] - checks['wrong_rejected']} of {checks['wrong_n']} wrong answers passed")
+    return row, reasons + checks["problems"], again
 
 
 def validate(names: list[str], n_tasks: int = 100, n_verify: int = 5, sandbox_backend: str | None = "docker",
@@ -447,16 +434,8 @@ def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tupl
             finally:
                 sched.close()
             return domain.score_result(task, text, res)
-        if domain.family == "terminal":
-            turns = [*(f"```bash\n{c}\n```" for c in str(text).splitlines() if c.strip()), "DONE"]
-        else:  # tool domains: one turn per line (as `reference_completion` writes them), then DONE
-            from domains.tools.contract import parse_tool_calls
-
-            turns = [line for line in str(text).splitlines() if line.strip()] or [""]
-            if any(parse_tool_calls(turns[-1])):
-                turns.append("DONE")
         with pool.lease() as sb:
-            reward, breakdown, turns_played = play_turns(domain, task, turns, sb)
+            reward, breakdown, turns_played = play_turns(domain, task, domain.scripted_turns(text), sb)
             return reward, {**breakdown, "turns": turns_played}
 
 

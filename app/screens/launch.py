@@ -28,19 +28,30 @@ def show_error(slot, errors: dict[str, str], field: str) -> None:
         slot.error(errors[field], icon=":material/error:")
 
 
-def render() -> None:
-    st.title("Launch a run")
-    path = db_path()
-    store = get_store(path)
+NUMBERS = [
+    ("group_size", "Group size (G)", int, 1), ("prompts_per_step", "Prompts per step (batch)", int, 1),
+    ("micro_batch_size", "Micro-batch (sequences)", int, 1), ("steps", "Steps", int, 1),
+    ("learning_rate", "Learning rate", float, None), ("kl_coef", "KL coefficient", float, None),
+    ("max_new_tokens", "Max new tokens", int, 1), ("max_turns", "Max turns (multi-turn)", int, 1),
+    ("seed", "Seed", int, 1), ("checkpoint_every", "Checkpoint every N steps (0: end only)", int, 1),
+    ("eval_tasks_per_domain", "Held-out eval tasks per domain", int, 1),
+    ("eval_every", "Evaluate every N steps (0: before and after only)", int, 1),
+]
+
+
+def load_values(store) -> tuple[str | None, dict]:
+    """The form's starting values: a cloned run's config (``?clone=RUN_ID``) or the quickstart's."""
     clone = st.query_params.get("clone")
     try:
         values = launching.form_defaults(store, clone)
     except RunNotFound as e:
         st.warning(f"{e}; starting from configs/quickstart.yaml instead.")
         clone, values = None, launching.form_defaults(store)
-    st.caption((f"Cloned from run `{clone}`; edit and launch. " if clone else
-                "Starts from configs/quickstart.yaml. ")
-               + "The run starts as a background process: closing or reloading the page does not stop it.")
+    return clone, values
+
+
+def model_fields(store, values: dict, slots: dict) -> dict:
+    """Run name, model (or a checkpoint directory) and algorithm; returns their form values."""
     choices = launching.model_choices(store)
     labels = dict(choices)
     options = [v for v, _ in choices]
@@ -49,92 +60,84 @@ def render() -> None:
         options.append(current)
         labels[current] = current
     options.append(OTHER_PATH)
-    errors: dict[str, str] = st.session_state.get("launch_errors", {})
-    slots = {}
-
-    with st.form("launch_form"):
-        name = st.text_input("Run name", value=values.get("name", "run"), key="launch_name")
-        slots["name"] = st.empty()
-        c1, c2 = st.columns([2, 1])
-        model = c1.selectbox("Model", options, index=options.index(current) if current in options else 0,
-                             format_func=lambda v: labels.get(v, v), key="launch_model")
-        model_path = c1.text_input("Checkpoint directory (with “Other”)", key="launch_model_path",
-                                   placeholder="/path/to/a/save_pretrained/directory")
-        slots["model"] = c1.empty()
-        algorithm = c2.selectbox("Algorithm", ALGORITHMS, index=ALGORITHMS.index(values.get("algorithm", "grpo")),
-                                 key="launch_algorithm",
-                                 help="grpo: group-normalised advantages; dr_grpo: mean-centred only; "
-                                      "rloo: leave-one-out baseline")
-        slots["algorithm"] = c2.empty()
-
-        st.markdown("**Mix**")
-        mixes = [m["name"] for m in store.list_mixes()]
-        m1, m2, m3 = st.columns([1, 3, 1])
-        mix_options = ["(none: pick domains)"] + mixes
-        mix_now = values.get("mix")
-        mix = m1.selectbox("Stored mix", mix_options,
-                           index=mix_options.index(mix_now) if mix_now in mix_options else 0, key="launch_mix")
-        slots["mix"] = m1.empty()
-        names = domain_names()
-        domains_now = [d for d in (values.get("domains") or {}) if d in names]
-        domains = m2.multiselect("Domains (equal weights; ignored with a stored mix)", names,
-                                 default=domains_now, key="launch_domains")
-        slots["domains"] = m2.empty()
-        difficulty = m3.number_input("Level", value=int(values.get("difficulty", 1)), step=1, key="launch_difficulty")
-        slots["difficulty"] = m3.empty()
-
-        st.markdown("**Optimisation**")
-        numbers = [
-            ("group_size", "Group size (G)", int, 1), ("prompts_per_step", "Prompts per step (batch)", int, 1),
-            ("micro_batch_size", "Micro-batch (sequences)", int, 1), ("steps", "Steps", int, 1),
-            ("learning_rate", "Learning rate", float, None), ("kl_coef", "KL coefficient", float, None),
-            ("max_new_tokens", "Max new tokens", int, 1), ("max_turns", "Max turns (multi-turn)", int, 1),
-            ("seed", "Seed", int, 1), ("checkpoint_every", "Checkpoint every N steps (0: end only)", int, 1),
-            ("eval_tasks_per_domain", "Held-out eval tasks per domain", int, 1),
-            ("eval_every", "Evaluate every N steps (0: before and after only)", int, 1),
-        ]
-        got = {}
-        cols = st.columns(4)
-        for i, (field, label, kind, step) in enumerate(numbers):
-            col = cols[i % 4]
-            default = values.get(field, 0)
-            if kind is float:
-                got[field] = col.number_input(label, value=float(default), format="%.2e", step=None,
-                                              key=f"launch_{field}")
-            else:
-                got[field] = col.number_input(label, value=int(default), step=step, key=f"launch_{field}")
-            slots[field] = col.empty()
-        e1, e2 = st.columns(2)
-        rollout_engine = e1.selectbox("Rollout engine", ROLLOUT_ENGINES,
-                                      index=ROLLOUT_ENGINES.index(values.get("rollout_engine", "vllm")),
-                                      key="launch_rollout_engine", help="vllm (default) or hf (transformers generate)")
-        slots["rollout_engine"] = e1.empty()
-        sandbox_backend = e2.selectbox("Sandbox backend", SANDBOX_BACKENDS,
-                                       index=SANDBOX_BACKENDS.index(values.get("sandbox_backend", "docker")),
-                                       key="launch_sandbox_backend",
-                                       help="docker, or local (bubblewrap; weaker isolation) for sandboxed domains")
-        slots["sandbox_backend"] = e2.empty()
-        overlap = st.checkbox("Overlap rollouts with the learner (one step off-policy)",
-                              value=bool(values.get("overlap", False)), key="launch_overlap",
-                              help="Roll out step t+1 with the previous weights while the learner trains on step "
-                                   "t; the importance ratio corrects for the one-step staleness, recorded as "
-                                   "off_policy/staleness.")
-        slots["overlap"] = st.empty()
-        other = st.text_area("Other settings (YAML)", value=launching.extra_yaml(values), height=160,
-                             key="launch_other", help="Every other field of the run config; see trainer/config.py")
-        slots["other"] = st.empty()
-        slots["config"] = st.empty()
-        submitted = st.form_submit_button("Launch", type="primary")
-
-    for field, slot in slots.items():
-        show_error(slot, errors, field)
-    if not submitted:
-        return
-    extra, problem = launching.parse_extra(other)
+    name = st.text_input("Run name", value=values.get("name", "run"), key="launch_name")
+    slots["name"] = st.empty()
+    c1, c2 = st.columns([2, 1])
+    model = c1.selectbox("Model", options, index=options.index(current) if current in options else 0,
+                         format_func=lambda v: labels.get(v, v), key="launch_model")
+    model_path = c1.text_input("Checkpoint directory (with “Other”)", key="launch_model_path",
+                               placeholder="/path/to/a/save_pretrained/directory")
+    slots["model"] = c1.empty()
+    algorithm = c2.selectbox("Algorithm", ALGORITHMS, index=ALGORITHMS.index(values.get("algorithm", "grpo")),
+                             key="launch_algorithm",
+                             help="grpo: group-normalised advantages; dr_grpo: mean-centred only; "
+                                  "rloo: leave-one-out baseline")
+    slots["algorithm"] = c2.empty()
     chosen = model_path.strip() if model == OTHER_PATH else model
-    form = {"name": name, "model": chosen, "algorithm": algorithm, "mix": None if mix == mix_options[0] else mix,
-            "domains": domains, "difficulty": int(difficulty), "rollout_engine": rollout_engine,
-            "sandbox_backend": sandbox_backend, "overlap": overlap, **got}
+    return {"name": name, "model": chosen, "algorithm": algorithm}
+
+
+def mix_fields(store, values: dict, slots: dict) -> dict:
+    """A stored mix, or domains with equal weights and a level; returns their form values."""
+    st.markdown("**Mix**")
+    mixes = [m["name"] for m in store.list_mixes()]
+    m1, m2, m3 = st.columns([1, 3, 1])
+    mix_options = ["(none: pick domains)"] + mixes
+    mix_now = values.get("mix")
+    mix = m1.selectbox("Stored mix", mix_options,
+                       index=mix_options.index(mix_now) if mix_now in mix_options else 0, key="launch_mix")
+    slots["mix"] = m1.empty()
+    names = domain_names()
+    domains_now = [d for d in (values.get("domains") or {}) if d in names]
+    domains = m2.multiselect("Domains (equal weights; ignored with a stored mix)", names,
+                             default=domains_now, key="launch_domains")
+    slots["domains"] = m2.empty()
+    difficulty = m3.number_input("Level", value=int(values.get("difficulty", 1)), step=1, key="launch_difficulty")
+    slots["difficulty"] = m3.empty()
+    return {"mix": None if mix == mix_options[0] else mix, "domains": domains, "difficulty": int(difficulty)}
+
+
+def optimisation_fields(values: dict, slots: dict) -> dict:
+    """The numeric settings (``NUMBERS``), four to a row; returns their form values."""
+    st.markdown("**Optimisation**")
+    got = {}
+    cols = st.columns(4)
+    for i, (field, label, kind, step) in enumerate(NUMBERS):
+        col = cols[i % 4]
+        default = values.get(field, 0)
+        if kind is float:
+            got[field] = col.number_input(label, value=float(default), format="%.2e", step=None,
+                                          key=f"launch_{field}")
+        else:
+            got[field] = col.number_input(label, value=int(default), step=step, key=f"launch_{field}")
+        slots[field] = col.empty()
+    return got
+
+
+def engine_fields(values: dict, slots: dict) -> dict:
+    """Rollout engine, sandbox backend and overlap; returns their form values."""
+    e1, e2 = st.columns(2)
+    rollout_engine = e1.selectbox("Rollout engine", ROLLOUT_ENGINES,
+                                  index=ROLLOUT_ENGINES.index(values.get("rollout_engine", "vllm")),
+                                  key="launch_rollout_engine", help="vllm (default) or hf (transformers generate)")
+    slots["rollout_engine"] = e1.empty()
+    sandbox_backend = e2.selectbox("Sandbox backend", SANDBOX_BACKENDS,
+                                   index=SANDBOX_BACKENDS.index(values.get("sandbox_backend", "docker")),
+                                   key="launch_sandbox_backend",
+                                   help="docker, or local (bubblewrap; weaker isolation) for sandboxed domains")
+    slots["sandbox_backend"] = e2.empty()
+    overlap = st.checkbox("Overlap rollouts with the learner (one step off-policy)",
+                          value=bool(values.get("overlap", False)), key="launch_overlap",
+                          help="Roll out step t+1 with the previous weights while the learner trains on step "
+                               "t; the importance ratio corrects for the one-step staleness, recorded as "
+                               "off_policy/staleness.")
+    slots["overlap"] = st.empty()
+    return {"rollout_engine": rollout_engine, "sandbox_backend": sandbox_backend, "overlap": overlap}
+
+
+def submit(store, form: dict, other: str) -> None:
+    """Validate the form and launch; on a problem, store the messages and redraw (nothing starts)."""
+    extra, problem = launching.parse_extra(other)
     if problem:
         cfg, errors = None, {"other": problem}
     else:
@@ -151,5 +154,27 @@ def render() -> None:
     load_runs.clear()
     st.switch_page("screens/runs.py", query_params={"run": run_id})
 
+
+def render() -> None:
+    st.title("Launch a run")
+    store = get_store(db_path())
+    clone, values = load_values(store)
+    st.caption((f"Cloned from run `{clone}`; edit and launch. " if clone else
+                "Starts from configs/quickstart.yaml. ")
+               + "The run starts as a background process: closing or reloading the page does not stop it.")
+    errors: dict[str, str] = st.session_state.get("launch_errors", {})
+    slots: dict = {}
+    with st.form("launch_form"):
+        form = {**model_fields(store, values, slots), **mix_fields(store, values, slots),
+                **optimisation_fields(values, slots), **engine_fields(values, slots)}
+        other = st.text_area("Other settings (YAML)", value=launching.extra_yaml(values), height=160,
+                             key="launch_other", help="Every other field of the run config; see trainer/config.py")
+        slots["other"] = st.empty()
+        slots["config"] = st.empty()
+        submitted = st.form_submit_button("Launch", type="primary")
+    for field, slot in slots.items():
+        show_error(slot, errors, field)
+    if submitted:
+        submit(store, form, other)
 
 render()

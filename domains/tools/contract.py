@@ -113,6 +113,15 @@ class CallError:
     index: int = -1
 
 
+def scripted_tool_turns(text: Any) -> list[str]:
+    """A reply written one turn per line (as the tool domains' `reference_completion` writes
+    it) as its turns; DONE is added when the last line holds calls."""
+    turns = [line for line in str(text).splitlines() if line.strip()] or [""]
+    if any(parse_tool_calls(turns[-1])):
+        turns.append("DONE")
+    return turns
+
+
 def parse_tool_calls(text: Any, max_calls: int = 4) -> tuple[list[ToolCall], list[CallError]]:
     """Find the calls in a model turn. Never raises, whatever `text` is.
 

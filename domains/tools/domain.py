@@ -48,7 +48,7 @@ from domains.answers import extract_answer, numeric_answer
 from domains.contract import check_difficulty, Task, ToolUseDomain
 from domains.long_docs.domain import judge_stored_answer
 from domains.long_docs.financial import make_report_task
-from domains.tools.contract import CALL_CLOSE, CALL_OPEN
+from domains.tools.contract import CALL_CLOSE, CALL_OPEN, scripted_tool_turns
 from domains.tools.env import call_stats, observation_text, tool_prompt, TOOL_SYSTEM_PROMPT, ToolEnv
 from domains.tools.toolbox import ToolContext, ToolRunner, TOOLS
 
@@ -427,6 +427,9 @@ class ToolDomain(ToolUseDomain):
             SandboxError: tool_files could not read the sandbox (harness fault).
         """
         return score_tool_episode(self.tool_task(task), final_text, results)
+
+    def scripted_turns(self, text: str) -> list[str]:
+        return scripted_tool_turns(text)
 
     def reference_turns(self, task) -> list[str]:
         """The reference episode: one turn with the reference calls, then the final turn."""

@@ -104,3 +104,16 @@ def test_no_caller_outside_domains_dispatches_on_kind_or_hasattr():
             found += _dispatch_on_kind_or_hasattr(path)
     # eval_stats' `hasattr(obj, "as_dict")` is JSON encoding of result objects, not a domain
     assert [f for f in found if not f.startswith("trainer/eval_stats.py")] == []
+
+
+def test_a_pasted_reply_becomes_the_turns_its_family_writes():
+    terminal = get_domain("terminal_csv_sum")
+    assert terminal.scripted_turns("ls\n\ncat a.csv") == ["```bash\nls\n```", "```bash\ncat a.csv\n```", "DONE"]
+    tool = get_domain("tool_sql")
+    task = tool.make_task(0, 1)
+    reference = tool.reference_turns(task)
+    assert tool.scripted_turns(tool.reference_completion(task)) == reference  # answers last: no DONE added
+    calls_only = tool.scripted_turns(reference[0])
+    assert calls_only == [reference[0], "DONE"]  # the last line calls tools: the episode is ended after it
+    cad = get_domain("cad_table")
+    assert cad.scripted_turns("") == [""]

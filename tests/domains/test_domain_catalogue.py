@@ -52,9 +52,9 @@ def test_domain_conformance_on_five_seeds(name):
     tasks = [d.make_task(s, lo) for s in SEEDS]
     for s, t in zip(SEEDS, tasks):
         _check_task(d, t, s, lo)
-    from domains.validation import _reset_caches
+    from domains.registry import reset_generator_caches
 
-    _reset_caches()  # the second draw comes from fresh generator instances
+    reset_generator_caches()  # the second draw comes from fresh generator instances
     again = [task_digest(d.make_task(s, lo)) for s in SEEDS]
     if name not in NOT_DETERMINISTIC:  # those may or may not repeat a draw (upstream randomness)
         assert again == [task_digest(t) for t in tasks]

@@ -15,6 +15,7 @@ from fractions import Fraction
 import pytest
 
 from domains.long_docs import financial as F
+from domains.long_docs import report_scoring as S
 from core.errors import ConfigError
 
 SEEDS = range(60)
@@ -249,7 +250,7 @@ def _formats(t: F.ReportTask) -> list[str]:
 def test_scoring_accepts_reference_formats(tasks):
     for t in tasks:
         for text in _formats(t):
-            ok, info = F.score_report_answer(t, text)
+            ok, info = S.score_report_answer(t, text)
             assert ok, (t.answer, text, info)
         assert set(info) == {"parsed", "expected", "abs_error", "reason"}
 
@@ -258,31 +259,31 @@ def test_scoring_rejects_wrong_answers(tasks):
     for t in tasks:
         if t.answer_kind == "name":
             other = next(s for s in _segments(t.document) if s != t.answer)
-            assert not F.score_report_answer(t, other)[0]
-            assert not F.score_report_answer(t, f"{t.answer} and {other}")[0]
+            assert not S.score_report_answer(t, other)[0]
+            assert not S.score_report_answer(t, f"{t.answer} and {other}")[0]
             continue
         ref = float(t.answer)
         wrong = ref * 1.1 + (1 if abs(ref) < 10 else 0)
-        ok, info = F.score_report_answer(t, f"{wrong:.2f}")
+        ok, info = S.score_report_answer(t, f"{wrong:.2f}")
         assert not ok and info["abs_error"] > 0
         step = 10.0 ** -len(t.answer.partition(".")[2])
         if abs(ref) * t.tolerance < step:  # a neighbouring rounded value is wrong
-            assert not F.score_report_answer(t, repr(ref + step))[0]
+            assert not S.score_report_answer(t, repr(ref + step))[0]
 
 
 def test_scoring_tolerance_rules():
     t = F.ReportTask("doc", "T", "q?", "12.3", "percent", "%", 0.001, "ratio", (), 1)
-    assert F.score_report_answer(t, "12.34")[0] and F.score_report_answer(t, "12.25")[0]
-    assert not F.score_report_answer(t, "12.4")[0] and not F.score_report_answer(t, "12.2")[0]
-    assert F.score_report_answer(t, "from 11.9 to 12.3")[0]  # the last number counts
+    assert S.score_report_answer(t, "12.34")[0] and S.score_report_answer(t, "12.25")[0]
+    assert not S.score_report_answer(t, "12.4")[0] and not S.score_report_answer(t, "12.2")[0]
+    assert S.score_report_answer(t, "from 11.9 to 12.3")[0]  # the last number counts
     big = F.ReportTask("doc", "T", "q?", "5000.0", "number", "EUR million", 0.001, "cross_paragraph", (), 1)
-    assert F.score_report_answer(big, "5,004.9")[0] and not F.score_report_answer(big, "5,005.2")[0]
+    assert S.score_report_answer(big, "5,004.9")[0] and not S.score_report_answer(big, "5,005.2")[0]
     neg = F.ReportTask("doc", "T", "q?", "-3.2", "percent", "%", 0.0, "growth", (), 1)
     for text in ("-3.2", "\u22123.2%", "\u2013 3.2".replace(" ", ""), "a fall of -3.2 percent"):
-        assert F.score_report_answer(neg, text)[0], text
-    assert not F.score_report_answer(neg, "3.2")[0]
-    assert not F.score_report_answer(neg, "2024-3.2")[0]  # hyphen glued to a number is not a sign
-    assert F.parse_number("EUR 1,234.5 million") == 1234.5 and F.parse_number("none") is None
+        assert S.score_report_answer(neg, text)[0], text
+    assert not S.score_report_answer(neg, "3.2")[0]
+    assert not S.score_report_answer(neg, "2024-3.2")[0]  # hyphen glued to a number is not a sign
+    assert S.parse_number("EUR 1,234.5 million") == 1234.5 and S.parse_number("none") is None
 
 
 def test_scoring_never_raises_on_garbage(tasks):
@@ -292,8 +293,8 @@ def test_scoring_never_raises_on_garbage(tasks):
     samples += ["".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randrange(1, 80))) for _ in range(300)]
     for t in (tasks[0], next(t for t in tasks if t.answer_kind == "name")):
         for text in samples:
-            ok, info = F.score_report_answer(t, text)
+            ok, info = S.score_report_answer(t, text)
             assert isinstance(ok, bool) and info["expected"] == t.answer
-        assert not F.score_report_answer(t, None)[0]
-        assert not F.score_report_answer(t, t.answer + "\x00")[0]
-        assert not F.score_report_answer(t, " " * 2000 + t.answer)[0]
+        assert not S.score_report_answer(t, None)[0]
+        assert not S.score_report_answer(t, t.answer + "\x00")[0]
+        assert not S.score_report_answer(t, " " * 2000 + t.answer)[0]
