@@ -36,6 +36,7 @@ def check_liveness(path: str) -> list[str]:
     """`backend.runs.refresh_liveness` at most every 5 s: the ids of the runs it marked failed
     or stopped (their process is gone). Raises WorkbenchError or sqlite3.Error on a store
     that can't be opened."""
+    # on first use: it pulls in pydantic, yaml
     from backend.runs import refresh_liveness
 
     return refresh_liveness(get_store(path))

@@ -32,19 +32,20 @@ from backend import cli_eval, cli_retrieval, cli_runs
 from core.choices import SANDBOX_BACKENDS
 from backend.cli_common import isolation_notice, open_store, positive
 from core.errors import WorkbenchError
+from trainer.models import fetch_model, resolve_model
+from backend.ui_access import TOKEN_ENV, check_bind
+from domains.registry import build_messages, domain_names, get_domain, registry
+from domains.contract import RetrievalDomain
+from domains.validation import validate
 
 
 def cmd_model_fetch(args) -> int:
-    from trainer.models import fetch_model
-
     path = fetch_model(args.name, force=args.force)
     print(f"{args.name}: {path}")
     return 0
 
 
 def cmd_ui(args) -> int:
-    from backend.ui_access import TOKEN_ENV, check_bind
-
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     check_bind(args.host, token)  # a non-loopback host needs a token
     app = Path(__file__).resolve().parent.parent / "app" / "main.py"
@@ -64,6 +65,7 @@ def cmd_ui(args) -> int:
 
 
 def cmd_sandbox_build_image(args) -> int:
+    # on first use: it pulls in pydantic
     from sandboxes.image import build_image
 
     build_image(force=args.force)
@@ -71,6 +73,7 @@ def cmd_sandbox_build_image(args) -> int:
 
 
 def cmd_sandbox_status(args) -> int:
+    # on first use: it pulls in pydantic
     from sandboxes import backend_status
 
     status = backend_status()
@@ -79,6 +82,7 @@ def cmd_sandbox_status(args) -> int:
         if st["isolation"]:
             print(f"{'':>9}isolation: {st['isolation']}")
     if status["docker"]["available"]:
+        # on first use: it pulls in docker, pydantic
         from sandboxes.docker_backend import labelled_containers
 
         print(f"labelled sandbox containers on the engine: {len(labelled_containers())}")
@@ -86,6 +90,7 @@ def cmd_sandbox_status(args) -> int:
 
 
 def cmd_sandbox_gc(args) -> int:
+    # on first use: it pulls in docker, pydantic
     from sandboxes.docker_backend import collect_garbage
 
     print(f"removed {collect_garbage(everything=args.all)} sandbox container(s)")
@@ -93,7 +98,9 @@ def cmd_sandbox_gc(args) -> int:
 
 
 def cmd_sandbox_exec(args) -> int:
+    # on first use: it pulls in pydantic
     from sandboxes import open_sandbox
+    # on first use: it pulls in pydantic
     from sandboxes.spec import SandboxSpec
 
     isolation_notice(args.backend)
@@ -108,7 +115,9 @@ def cmd_sandbox_exec(args) -> int:
 
 
 def cmd_sandbox_work(args) -> int:
+    # on first use: it pulls in pandas, numpy, pydantic, sqlite_utils
     from sandboxes.jobqueue import JobQueue
+    # on first use: it pulls in numpy, pydantic
     from sandboxes.pool import SandboxPool, Scheduler
 
     isolation_notice(args.backend)
@@ -124,8 +133,6 @@ def cmd_sandbox_work(args) -> int:
 
 
 def cmd_domains_list(args) -> int:
-    from domains.registry import registry
-
     status = open_store(args).latest_validations()
     rows = [d for d in registry().values() if (not args.family or d.family == args.family)
             and (not args.kind or d.kind == args.kind)]
@@ -154,8 +161,7 @@ def _prompt_lengths(model: str):
     """
     from transformers import AutoTokenizer
 
-    from domains.registry import get_domain
-    from trainer.models import resolve_model
+    # on first use: it pulls in torch, gymnasium, numpy, pydantic
     from trainer.window import prompt_lengths
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
@@ -173,9 +179,6 @@ def _prompt_lengths(model: str):
 
 
 def cmd_domains_show(args) -> int:
-    from domains.contract import RetrievalDomain
-    from domains.registry import build_messages, get_domain
-
     d = get_domain(args.name)
     if args.json:
         report = open_store(args).validation_report(d.name)
@@ -219,9 +222,6 @@ def cmd_domains_show(args) -> int:
 
 
 def cmd_domains_validate(args) -> int:
-    from domains.registry import domain_names
-    from domains.validation import validate
-
     if args.all == bool(args.names):
         raise WorkbenchError("name the domains to validate, or pass --all (not both)")
     names = domain_names() if args.all else list(dict.fromkeys(args.names))
@@ -251,6 +251,7 @@ def cmd_domains_validate(args) -> int:
 
 
 def _mix_items(items: list[str]) -> dict:
+    # on first use: it pulls in pydantic
     from domains.mixes import parse_domain_arg
 
     out = {}
@@ -272,6 +273,7 @@ def _print_mix(row: dict) -> None:
 
 
 def cmd_mix_create(args) -> int:
+    # on first use: it pulls in pydantic
     from domains.mixes import check_name, save_mix
 
     store = open_store(args)
@@ -283,6 +285,7 @@ def cmd_mix_create(args) -> int:
 
 
 def cmd_mix_update(args) -> int:
+    # on first use: it pulls in pydantic
     from domains.mixes import load_mix, save_mix
 
     store = open_store(args)
@@ -294,6 +297,7 @@ def cmd_mix_update(args) -> int:
         domains.pop(name)
     for name, spec in _mix_items(args.items).items():
         domains[name] = {**domains.get(name, {}), **spec}
+    # on first use: it pulls in pydantic
     from domains.mixes import parse_spec
 
     if parse_spec({"domains": domains}).pinned("", 0) == parse_spec(row["spec"]).pinned("", 0):
@@ -314,6 +318,7 @@ def cmd_mix_list(args) -> int:
 
 
 def cmd_mix_show(args) -> int:
+    # on first use: it pulls in pydantic
     from domains.mixes import load_mix
 
     row, _ = load_mix(open_store(args), args.name)

@@ -14,6 +14,7 @@ import sys
 
 def open_store(args):
     """The `backend.store.Store` named by ``--db`` (None: $RLWB_DB or the user data dir)."""
+    # on first use: it pulls in pandas, numpy, sqlite_utils
     from backend.store import Store
 
     return Store(args.db)
@@ -22,6 +23,7 @@ def open_store(args):
 def isolation_notice(backend: str) -> None:
     """Say on stderr when a sandbox backend isolates less than Docker (never silently)."""
     if backend != "docker":
+        # on first use: it pulls in pydantic
         from sandboxes import sandbox_class
 
         print(f"note: sandbox backend '{backend}' gives {sandbox_class(backend).isolation}", file=sys.stderr)

@@ -56,6 +56,7 @@ def _raise_interrupt(signum, frame):
 def cmd_eval_run(args) -> int:
     import signal
 
+    # on first use: it pulls in pydantic
     from backend.evaluation import evaluate_model, parse_settings
 
     # SIGTERM (`kill`, a closed terminal's hang-up) ends it like Ctrl-C: the evaluation is marked failed
@@ -127,6 +128,7 @@ def _print_baselines(model: str, extras: dict) -> None:
     """Per domain: the best constant answer, the best copy rule and the format-only reward
     (`backend.baselines`, stored with the evaluation), pass@1's gain above the best one and
     the verdict; then the notes on the model's answers."""
+    # on first use: it pulls in numpy
     from backend.baselines import answer_warnings
 
     table = extras.get("baselines") or {}
@@ -145,6 +147,7 @@ def _print_baselines(model: str, extras: dict) -> None:
 
 
 def cmd_eval_list(args) -> int:
+    # on first use: it pulls in pydantic
     from backend.evaluation import refresh_eval_liveness
 
     store = open_store(args)
@@ -168,6 +171,7 @@ def cmd_eval_list(args) -> int:
 
 
 def cmd_eval_show(args) -> int:
+    # on first use: it pulls in pydantic
     from backend.evaluation import refresh_eval_liveness
 
     store = open_store(args)
@@ -181,9 +185,12 @@ def cmd_eval_show(args) -> int:
 
 
 def cmd_eval_report(args) -> int:
+    # on first use: it pulls in plotly, numpy
     from backend.eval_report import build_report, headline_text, write_html
+    # on first use: it pulls in numpy
     from backend.heldout import answer_examples
 
+    # on first use: it pulls in pydantic
     from backend.evaluation import resolve_eval_ref
 
     store = open_store(args)
@@ -199,7 +206,9 @@ def cmd_eval_report(args) -> int:
 
 
 def cmd_eval_samples(args) -> int:
+    # on first use: it pulls in plotly, numpy
     from backend.eval_report import side_label
+    # on first use: it pulls in numpy
     from backend.heldout import filter_pairs, pairs_text, task_pairs
 
     store = open_store(args)
@@ -285,6 +294,7 @@ def register(ev: argparse._SubParsersAction) -> None:
     rep.add_argument("--html", help="also write a self-contained HTML report to this (new) file")
     rep.add_argument("--force", action="store_true", help="let --html replace an existing file")
     rep.set_defaults(fn=cmd_eval_report)
+    # on first use: it pulls in numpy
     from backend.heldout import FILTERS
 
     sa = ev.add_parser("samples", help="the held-out answers of one domain: question, reference, completion, "

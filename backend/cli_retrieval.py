@@ -25,13 +25,14 @@ from core.choices import ROLLOUT_ENGINES
 from backend.cli_common import open_store, positive
 from core.errors import DocumentError
 from retrieval.context import DEFAULT_BUDGET_TOKENS
+from trainer.models import resolve_model
+from trainer.context_length import SweepConfig, model_window, run_sweep
+from retrieval.documents import read_document
 
 
 def cmd_eval_context_length(args) -> int:
     from transformers import AutoTokenizer
 
-    from trainer.models import resolve_model
-    from trainer.context_length import SweepConfig, model_window, run_sweep
 
     cfg = SweepConfig(lengths=args.lengths, depths=args.depths, haystacks=args.haystacks,
                       budget_tokens=args.budget, window_tokens=args.window,
@@ -40,6 +41,7 @@ def cmd_eval_context_length(args) -> int:
     tokenizer = AutoTokenizer.from_pretrained(path)
     engine = None
     if not args.evidence_only:
+        # on first use: it pulls in torch, numpy
         from trainer.rollout import open_engine
 
         print(f"rollout engine: {args.engine} ({path})", file=sys.stderr)
@@ -71,13 +73,12 @@ def cmd_eval_context_length(args) -> int:
 def _policy_tokenizer(model: str):
     from transformers import AutoTokenizer
 
-    from trainer.models import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(model))
 
 
 def cmd_retrieval_index(args) -> int:
-    from retrieval.documents import read_document
+    # on first use: it pulls in numpy
     from retrieval.pipeline import Collection, RetrievalConfig, collection_path
 
     path = collection_path(args.name)  # checks the name before any work
@@ -105,6 +106,7 @@ def cmd_retrieval_index(args) -> int:
 
 
 def cmd_retrieval_search(args) -> int:
+    # on first use: it pulls in numpy
     from retrieval.pipeline import Collection, Retriever, collection_path
 
     path = collection_path(args.name)

@@ -47,8 +47,11 @@ def _progress(cfg, store, start: int = 0):
 
 
 def cmd_run(args) -> int:
+    # on first use: it pulls in pydantic, yaml
     from trainer.config import load_config
+    # on first use: it pulls in pydantic
     from domains.mixes import resolve_mix
+    # on first use: it pulls in pandas, numpy, pydantic, yaml
     from backend.runs import launch, log_path, run_foreground
 
     cfg = load_config(args.config)  # validated before any run row exists
@@ -91,6 +94,7 @@ def _report_failure(args, store, run_id: str) -> int:
 
 def _checked_store(args):
     """The store, with runs whose process is gone marked failed first (`refresh_liveness`)."""
+    # on first use: it pulls in pandas, numpy, pydantic, yaml
     from backend.runs import refresh_liveness
 
     store = open_store(args)
@@ -125,9 +129,11 @@ def cmd_runs_show(args) -> int:
     for name in ("reward/mean", "accuracy/mean", "kl", "response_length", "rollout_tokens_per_s", "time/step"):
         if name in last:
             print(f"{name:>22}: {last[name][1]:.4g} (step {last[name][0]})")
+    # on first use: it pulls in pandas, numpy, sqlite_utils
     from backend.audit_view import audit_lines, audit_run
 
     print("\n".join(audit_lines(audit_run(store, args.run_id))))
+    # on first use: it pulls in numpy
     from backend.heldout import checkpoint_evals, heldout_lines, run_heldout
 
     figures = run_heldout(store, args.run_id)
@@ -142,6 +148,7 @@ def cmd_runs_show(args) -> int:
 
 
 def cmd_runs_stop(args) -> int:
+    # on first use: it pulls in pandas, numpy, pydantic, yaml
     from backend.runs import stop
 
     how = stop(open_store(args), args.run_id)
@@ -151,7 +158,9 @@ def cmd_runs_stop(args) -> int:
 
 
 def cmd_runs_resume(args) -> int:
+    # on first use: it pulls in pydantic, yaml
     from trainer.config import RunConfig
+    # on first use: it pulls in pandas, numpy, pydantic, yaml
     from backend.runs import log_path, resume, run_foreground
 
     store = open_store(args)
@@ -173,6 +182,7 @@ def cmd_runs_resume(args) -> int:
 
 
 def cmd_runs_export(args) -> int:
+    # on first use: it pulls in pandas, numpy, sqlite_utils
     from backend.store_export import SUFFIX, export_run
 
     store = _checked_store(args)
@@ -184,6 +194,7 @@ def cmd_runs_export(args) -> int:
 
 
 def cmd_runs_import(args) -> int:
+    # on first use: it pulls in pandas, numpy, sqlite_utils
     from backend.store_export import import_run
 
     store = open_store(args)

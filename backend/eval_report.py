@@ -38,6 +38,7 @@ from trainer.eval_stats import (
     jsonable,
     summarize,
 )
+from backend.baselines import answer_warnings, baseline_rows, group_verdicts, suite_baselines, with_forgiven
 
 MISSING = "—"
 BASELINE_NOTE = ("best baseline: the strongest of the best constant answer, copying from the question (rules "
@@ -157,7 +158,7 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         EvalNotFound: no evaluation with one of the ids.
         ConfigError: more than two ids, the same id twice, or an evaluation not completed.
     """
-    from backend.baselines import answer_warnings, group_verdicts
+    # on first use: it pulls in pydantic
     from backend.evaluation import capability_extras
 
     if len(eval_ids) > 2:
@@ -213,10 +214,7 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
 def _baselines(store, side: dict) -> dict:
     """A side's baselines (`backend.baselines`): those stored with the evaluation, else
     computed from its sample rows (its tasks regenerated from their seeds)."""
-    from backend.baselines import suite_baselines
-
     if "baselines" in side["stored_extras"]:
-        from backend.baselines import with_forgiven
 
         return with_forgiven(side["stored_extras"]["baselines"], store.eval_samples(side["id"], with_completions=True))
     return suite_baselines(store.eval_samples(side["id"], with_completions=True))
@@ -362,8 +360,6 @@ def domain_rows(report: dict, side: int) -> list[dict]:
 def baselines_table(report: dict) -> list[dict]:
     """The baselines of the judged evaluation's tasks (`baselines.baseline_rows`), with each
     side's most common answer and share copied from the question. [] without baselines."""
-    from backend.baselines import baseline_rows
-
     if not report["sides"]:
         return []
     return baseline_rows(report["baselines"][-1], list(zip(_sides(report), report["baselines"])))

@@ -48,6 +48,8 @@ from domains.mixes import resolve_mix
 from domains.registry import get_domain, heldout_tasks
 from domains.splits import HELDOUT_SEED_RANGE
 from trainer.models import context_window, resolve_model
+from trainer.prompts import render_prompt
+from trainer.context_length import SweepConfig, model_window, run_sweep
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 RUN_ID_RE = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")  # `backend.store` run ids
@@ -63,7 +65,6 @@ class EvalSettings(BaseModel):
     Raises (through construction): pydantic ValidationError naming the field; use
     `parse_settings` for a ConfigError.
     """
-
     model_config = ConfigDict(extra="forbid")
 
     mix: str | None = Field(None, description="A stored mix, NAME or NAME@VERSION (`rlwb mix list`).")
@@ -139,7 +140,6 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
     Raises:
         ModelNotFound: nothing by that name, or a run without (that) checkpoint.
     """
-
     run_id, colon, step = ref.partition(":")
     try:
         exists = Path(ref).exists()
@@ -218,6 +218,7 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
     Raises:
         ConfigError: no domains given and no run to take them from; an unknown mix or domain.
     """
+    # on first use: it pulls in yaml
     from trainer.config import parse_config
 
     data = dict(store.get_run(run_id)["config"]) if run_id else {}
@@ -250,7 +251,6 @@ def suite_tasks(domains: dict[str, tuple[int, int]], tasks_per_domain: int, seed
     Raises:
         ConfigError: the seeds would leave the held-out range.
     """
-
     return [(d, t.difficulty, t.seed) for d, (lo, hi) in domains.items()
             for t in heldout_tasks(d, list(range(lo, hi + 1)), tasks_per_domain, seed_offset)]
 
@@ -272,6 +272,7 @@ def evaluate_model(store, ref: str, settings: EvalSettings, progress: Callable[[
         ModelNotFound, ConfigError: before anything is recorded.
         EngineError, SandboxUnavailable: the engine or sandboxes can't start (recorded as failed).
     """
+    # on first use: it pulls in torch, gymnasium, numpy, yaml
     from trainer.loop import check_model_fits
 
     say = progress or (lambda _msg: None)
@@ -304,6 +305,7 @@ def _clipped(text: str, head: int = 3000, tail: int = 3000) -> str:
 
 def _open(cfg, model_path: Path, seed: int, engine_kw: dict):
     """`open_engine`, with a model that fails to load reported as an EngineError naming it."""
+    # on first use: it pulls in torch, numpy
     from trainer.rollout import open_engine
 
     try:
@@ -320,9 +322,13 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
           run_id: str | None) -> tuple[dict, dict]:
     from transformers import AutoTokenizer
 
+    # on first use: it pulls in torch, gymnasium, numpy, yaml
     from trainer.loop import engine_options
+    # on first use: it pulls in torch, gymnasium, numpy, yaml
     from trainer.placement import maybe_runtime
+    # on first use: it pulls in torch, gymnasium, numpy, yaml
     from trainer.evaluate import sample_row
+    # on first use: it pulls in torch, gymnasium, numpy, yaml
     from trainer.scoring import rollout
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -366,7 +372,9 @@ def baseline_extras(rows: list[dict], tasks: dict[str, list] | None = None) -> d
     {"baselines": domain -> baselines, "baseline_verdicts": per domain, family and overall}
     ({} when no domain has baselines). Costs verifier calls only; `tasks` (domain -> the
     tasks played) None regenerates them."""
+    # on first use: it pulls in numpy
     from backend.baselines import group_verdicts, suite_baselines
+    # on first use: it pulls in numpy
     from trainer.eval_stats import domain_families, jsonable
 
     table = suite_baselines(rows, tasks)
@@ -384,8 +392,6 @@ def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | 
 
     Prompts are rendered as training renders them (`trainer.prompts.render_prompt`: the chat
     template, the context `budget` of retrieval domains) and compared whole."""
-    from trainer.prompts import render_prompt
-
     if run_id is None:
         return {}
     prompts = store.run_prompts(run_id)
@@ -400,6 +406,7 @@ def seen_in_training(store, run_id: str | None, tasks, tokenizer, budget: int | 
 def summary_of(rows: list[dict], ks) -> dict:
     """The JSON summary stored with an evaluation: `trainer.eval_stats.summarize` with its
     estimates as dicts, families from the domain registry."""
+    # on first use: it pulls in numpy
     from trainer.eval_stats import domain_families, jsonable, summarize
 
     return jsonable(summarize(rows, ks, domain_families({r["domain"] for r in rows})))
@@ -410,6 +417,7 @@ def capability_extras(rows: list[dict]) -> dict:
     "valid_calls", "validity"}} when any tool call was made; {"multi_turn": {"episodes",
     "tasks", "success" (Estimate over tasks of the share solved), "mean_turns"}} when any
     episode had turns."""
+    # on first use: it pulls in numpy
     from trainer.eval_stats import bootstrap_mean, task_results
 
     out: dict = {}
@@ -431,8 +439,8 @@ def context_extras(store, engine, tokenizer, model_path: Path, settings: EvalSet
     retrieval, SWEEP_DEPTHS), stored for the Retrieval page too; returns {"sweep_id",
     "usable_tokens" (full context, the domain's answer format), "usable_tokens_retrieval",
     "usable_tokens_mention" (full context, the number anywhere in the reply), "lengths", "cells"}."""
+    # on first use: it pulls in numpy
     from trainer.eval_stats import usable_context
-    from trainer.context_length import SweepConfig, model_window, run_sweep
 
     probe = SweepConfig(lengths=[SWEEP_LENGTHS[0]], max_new_tokens=min(settings.max_new_tokens, 32))
     window = model_window(model_path, probe)
@@ -454,7 +462,6 @@ def resolve_eval_ref(store, ref: str) -> str:
     Raises:
         EvalNotFound: neither, or a run none of whose checkpoints was evaluated.
     """
-
     try:
         store.get_eval(ref)
         return ref
@@ -470,6 +477,7 @@ def resolve_eval_ref(store, ref: str) -> str:
 def refresh_eval_liveness(store) -> list[str]:
     """Mark failed every 'running' evaluation whose process is gone (killed, crashed);
     returns their ids."""
+    # on first use: it pulls in pandas, numpy, yaml, sqlite_utils
     from backend.runs import run_process_alive
 
     # the process must have started before the evaluation was created (else the pid was reused)

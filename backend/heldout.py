@@ -33,6 +33,7 @@ from core.errors import ConfigError, WorkbenchError
 from trainer.eval_stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_VERDICT
 from domains.contract import RetrievalDomain
 from domains.registry import build_messages, get_domain
+from backend.baselines import eligible, model_answer
 
 MISSING = "—"
 #: filter name -> what it keeps, by each task's pair (A = before / vs, B = after / the evaluation)
@@ -49,10 +50,8 @@ IN_RUN_NOTE = ("In-run: greedy, one completion per held-out task, at each domain
 
 
 def _task(domain: str, level: int, seed: int):
-    from backend.baselines import _task as cached
-
     try:
-        return cached(domain, level, seed)
+        return get_domain(domain).make_task(seed, level)
     except WorkbenchError:  # a domain no longer registered, a generator past its time limit
         return None
 
@@ -61,7 +60,6 @@ def prompt_text(task) -> str | None:
     """The chat messages a single-turn or multi-turn task opens with (`build_messages`), as
     "role: content" blocks, before the model's chat template; None for a retrieval domain
     (its context is built per evaluation) or a task that can't be rendered."""
-
     try:
         if isinstance(get_domain(task.domain), RetrievalDomain):
             return None
@@ -72,8 +70,6 @@ def prompt_text(task) -> str | None:
 
 def _side(domain, task, rows: list[dict], sample: int) -> dict | None:
     """One evaluation's samples of one task -> the shown sample's fields and the task's tally."""
-    from backend.baselines import eligible, model_answer
-
     if not rows:
         return None
     rows = sorted(rows, key=lambda r: r["sample_idx"])
@@ -124,7 +120,6 @@ def _sample_rows(store, eval_id: str, vs: str | None) -> dict[str, list[dict]]:
 
 def _domain_pairs(sides: dict[str, list[dict]], domain: str, sample: int, eval_id: str, vs: str | None) -> list[dict]:
     """`task_pairs` over rows already read (`_sample_rows`)."""
-
     by_task: dict[tuple[int, int], dict[str, list]] = {}
     for tag, rows in sides.items():
         for r in rows:
@@ -253,6 +248,7 @@ def answer_examples(store, report: dict, per_domain: int = EXAMPLES_PER_DOMAIN) 
 def _est(e: dict | None) -> str:
     """An accuracy with its 95% interval (`eval_report._pct`), or "(too few tasks)" under
     MIN_TASKS_FOR_VERDICT."""
+    # on first use: it pulls in plotly
     from backend.eval_report import _pct
 
     if e and e["n"] < MIN_TASKS_FOR_VERDICT:
@@ -262,6 +258,7 @@ def _est(e: dict | None) -> str:
 
 def _delta(d: dict | None) -> str:
     """A change in percentage points with its interval (`eval_report._pp`), or "(too few tasks)"."""
+    # on first use: it pulls in plotly
     from backend.eval_report import _pp
 
     if d and d["n"] < MIN_TASKS_FOR_VERDICT:
@@ -329,6 +326,7 @@ def run_heldout(store, run_id: str, resamples: int = DEFAULT_RESAMPLES) -> dict 
     Raises:
         RunNotFound: no such run.
     """
+    # on first use: it pulls in plotly
     from backend.eval_report import build_report
 
     store.get_run(run_id)

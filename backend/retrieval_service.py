@@ -33,6 +33,11 @@ from core.errors import ConfigError, DocumentError, ModelNotFound
 from domains.answers import extract_answer
 from domains.contract import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 from domains.long_docs.domain import long_doc_domains
+from trainer.models import MODELS, resolve_model
+from retrieval.embeddings import default_model_path, Embedder, MODEL_NAME
+from retrieval.documents import read_document
+from retrieval.pipeline import (Collection, collection_digest, collection_path, collections_dir, RetrievalConfig,
+                                Retriever)
 
 PAGE_MAX_BYTES = 4 * 2**20  # documents built on the page, in all (~1M tokens)
 MAX_NEW_TOKENS = 48
@@ -52,8 +57,6 @@ def policy_choices(store) -> list[tuple[str, str]]:
         (label, checkpoint directory) pairs; empty when no model is fetched and no run
         checkpoint exists.
     """
-    from trainer.models import MODELS, resolve_model
-
     out = []
     for name in MODELS:
         try:
@@ -75,8 +78,6 @@ def load_tokenizer(path: str | None):
         ModelNotFound: `path` holds no loadable tokenizer.
     """
     if path in (None, EMBEDDING_TOKENIZER):
-        from retrieval.embeddings import Embedder
-
         return Embedder.shared().tokenizer
     from transformers import AutoTokenizer
 
@@ -95,8 +96,6 @@ def collection_tokenizer_path(meta: dict) -> str:
     Raises:
         ModelNotFound: that tokenizer is no longer on disk.
     """
-    from retrieval.embeddings import default_model_path
-
     path = meta.get("tokenizer", "")
     if path and Path(path).resolve() == default_model_path().resolve():
         return EMBEDDING_TOKENIZER
@@ -132,8 +131,6 @@ def read_text(data: bytes | str, name: str) -> str:
     Raises:
         DocumentError: over `PAGE_MAX_BYTES`, empty, binary or undecodable.
     """
-    from retrieval.documents import read_document
-
     check_size(len(data.encode("utf-8", "surrogatepass")) if isinstance(data, str) else len(data), name)
     return read_document(data, name, max_bytes=PAGE_MAX_BYTES)
 
@@ -144,7 +141,6 @@ def long_doc_domain(name: str):
     Raises:
         ConfigError: another name.
     """
-
     domains = long_doc_domains()
     if name not in domains:
         raise ConfigError(f"{name!r} is not a retrieval domain; use one of {', '.join(domains)}")
@@ -169,9 +165,6 @@ def collection_key(documents: dict[str, str], tokenizer, chunk_tokens: int, over
     Raises:
         ConfigError: chunk or overlap settings out of range.
     """
-    from retrieval.embeddings import MODEL_NAME
-    from retrieval.pipeline import RetrievalConfig, collection_digest
-
     cfg = RetrievalConfig(chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
     return collection_digest(documents, tokenizer, cfg, MODEL_NAME)
 
@@ -182,8 +175,6 @@ def build_collection(documents: dict[str, str], tokenizer, cfg=None):
     Raises:
         DocumentError: no text, or over `PAGE_MAX_BYTES` in all.
     """
-    from retrieval.pipeline import Collection
-
     check_size(sum(len(t.encode("utf-8", "replace")) for t in documents.values()), "the collection")
     return Collection.build(documents, tokenizer, cfg)
 
@@ -195,8 +186,6 @@ def saved_collections(root: Path | None = None) -> list[dict]:
         {"name", "path", "chunks", "documents", "tokenizer", "digest"} per collection;
         unreadable ones are left out.
     """
-    from retrieval.pipeline import collections_dir
-
     root = root or collections_dir()
     out = []
     for meta_path in sorted(root.glob("*/meta.json")) if root.is_dir() else []:
@@ -218,8 +207,6 @@ def load_collection(path: str):
     Raises:
         DocumentError: the directory holds no complete, readable collection.
     """
-    from retrieval.pipeline import Collection
-
     return Collection.load(Path(path))
 
 
@@ -229,8 +216,6 @@ def save_collection(collection, name: str, root: Path | None = None) -> Path:
     Raises:
         ConfigError: a name that is not 1-100 letters, digits, '_', '.', '-'.
     """
-    from retrieval.pipeline import collection_path
-
     path = collection_path(name, root)
     collection.save(path)
     return path
@@ -257,7 +242,6 @@ class Query:
         context: The assembled `retrieval.context.Context`.
         in_context: chunk ids of the fragments that made it into the context.
     """
-
     hits: list[dict]
     ranked: list[dict]
     context: object
@@ -277,8 +261,6 @@ def run_query(collection, tokenizer, question: str, budget_tokens: int, order: s
     Raises:
         ConfigError: empty question, bad budget or order.
     """
-    from retrieval.pipeline import Retriever
-
     if not question.strip():
         raise ConfigError("type a question first")
     r = Retriever(collection)

@@ -36,6 +36,7 @@ def system_status() -> list[dict]:
 
     Imports torch (a few seconds the first time); callers cache the result.
     """
+    # on first use: it pulls in pydantic
     from sandboxes import backend_status
 
     rows = []

@@ -299,6 +299,7 @@ def sandbox_executions_frame(store: Store, limit: int = 200, run_id: str | None 
 
 def sandbox_summary(store: Store, run_id: str | None = None) -> dict:
     """Executions by outcome and latency percentiles (ms) over the last 1000 executions."""
+    # on first use: it pulls in pydantic
     from sandboxes.pool import percentile
 
     rows = store.sandbox_executions(limit=1000, run_id=run_id)

@@ -44,11 +44,16 @@ def registry() -> dict[str, Domain]:
                 # the families on first use, not at import: they pull in gymnasium, numpy,
                 # sandboxes and retrieval (~0.3 s), which `rlwb --help` and the page's start skip
                 from domains.cad.domain import cad_domains
+                # on first use: it pulls in numpy, pydantic
                 from domains.code.humaneval import HUMANEVAL
                 from domains.long_docs.domain import long_doc_domains
+                # on first use: it pulls in numpy
                 from domains.reasoning_gym.catalogue import build_rg_domains
+                # on first use: it pulls in numpy
                 from domains.reasoning_gym.hand_made import hand_made_domains
+                # on first use: it pulls in gymnasium, numpy
                 from domains.terminal.env import TERMINAL_DOMAINS
+                # on first use: it pulls in gymnasium, numpy, jsonschema
                 from domains.tools.domain import tool_domains
 
                 hand = hand_made_domains()

@@ -210,6 +210,7 @@ def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict
                 for kind, turns in cases.items():
                     count(kind, play_turns(domain, task, turns, sb)[0])
     else:
+        # on first use: it pulls in numpy, pydantic
         from sandboxes.pool import Scheduler
 
         cases = []
@@ -389,7 +390,9 @@ def _validate_all(names, n_tasks, n_verify, sandbox_backend, progress) -> list[d
 
 def _open_pool(backend: str):
     """(pool, "") or (None, why) for the sandboxed domains' verifier checks."""
+    # on first use: it pulls in numpy, pydantic
     from sandboxes.pool import SandboxPool
+    # on first use: it pulls in pydantic
     from sandboxes.spec import SandboxSpec
 
     try:
@@ -422,7 +425,9 @@ def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tupl
     domain = get_domain(task.domain)
     if not domain.needs_sandbox:
         return domain.score(task, text)
+    # on first use: it pulls in numpy, pydantic
     from sandboxes.pool import SandboxPool, Scheduler
+    # on first use: it pulls in pydantic
     from sandboxes.spec import SandboxSpec
 
     with SandboxPool(sandbox_backend, SandboxSpec(memory_mb=256, episode_timeout_s=60), size=1,

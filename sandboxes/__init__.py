@@ -18,7 +18,9 @@ from __future__ import annotations
 from core.choices import SANDBOX_BACKENDS as BACKENDS
 from core.errors import ConfigError
 from sandboxes.base import FileInfo, Sandbox
-from sandboxes.spec import ExecResult, SandboxSpec
+from sandboxes.image import recipe_hash
+from sandboxes.local_backend import LocalSandbox, bwrap_path
+from sandboxes.spec import DEFAULT_IMAGE, ExecResult, SandboxSpec
 
 __all__ = ["BACKENDS", "ExecResult", "FileInfo", "Sandbox", "SandboxSpec", "backend_status", "open_sandbox",
            "engine_containers", "sandbox_class"]
@@ -31,12 +33,11 @@ def sandbox_class(backend: str) -> type[Sandbox]:
         ConfigError: unknown backend (the message lists the valid ones).
     """
     if backend == "docker":
+        # on first use: it pulls in docker
         from sandboxes.docker_backend import DockerSandbox
 
         return DockerSandbox
     if backend == "local":
-        from sandboxes.local_backend import LocalSandbox
-
         return LocalSandbox
     raise ConfigError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
@@ -59,12 +60,9 @@ def backend_status() -> dict[str, dict]:
         {"docker": {"available": bool, "detail": str, "isolation": str, "image": bool},
          "local": {...}}; never raises.
     """
-    from sandboxes.image import recipe_hash
-    from sandboxes.local_backend import LocalSandbox, bwrap_path
-    from sandboxes.spec import DEFAULT_IMAGE
-
     out: dict[str, dict] = {}
     try:
+        # on first use: it pulls in docker
         from sandboxes.docker_backend import DockerSandbox, docker_client, find_image
 
         client = docker_client()
@@ -87,6 +85,7 @@ def engine_containers() -> list[dict]:
     """The labelled sandbox containers on the local Docker engine (for the page); [] when
     there is no engine. Each: id, status, owner, created, pool labels."""
     try:
+        # on first use: it pulls in docker
         from sandboxes.docker_backend import OWNER_LABEL, labelled_containers
 
         return [{"id": c.short_id, "status": c.status, "owner": c.labels.get(OWNER_LABEL, ""),

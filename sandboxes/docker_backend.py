@@ -44,6 +44,7 @@ import docker.errors
 import requests.exceptions
 
 from core.errors import ConfigError, SandboxError, SandboxUnavailable
+from sandboxes import egress
 from sandboxes.owners import owner_alive, owner_tag
 from sandboxes.base import (MAX_FILE_BYTES, FileInfo, Sandbox, WorkspaceState, stdin_bytes, check_command,
                             check_files, check_timeout, workspace_path)
@@ -129,8 +130,6 @@ def collect_garbage(everything: bool = False) -> int:
     Returns:
         The number of containers removed.
     """
-    from sandboxes import egress
-
     client = docker_client()
     removed, live = 0, set()
     for c in labelled_containers(client):
@@ -216,8 +215,6 @@ class DockerSandbox(Sandbox):
         net: dict = {"network_mode": "none"}
         self._allowed: list[str] | None = None
         if spec.network != "none":  # an allow-list: bridge network + iptables rules (sandboxes.egress)
-            from sandboxes import egress
-
             resolved = egress.resolve(spec.network)
             self._allowed = sorted({ip for ips in resolved.values() for ip in ips})
             net = {"network": egress.ensure_network(client),
@@ -260,16 +257,12 @@ class DockerSandbox(Sandbox):
 
     def _apply_allow_list(self) -> None:
         """iptables rules for this container's address, before any command can run."""
-        from sandboxes import egress
-
         self._container.reload()
         address = self._container.attrs["NetworkSettings"]["Networks"][egress.NETWORK]["IPAddress"]
         egress.apply_rules(self.id, address, self._allowed)
 
     def _close(self) -> None:
         if getattr(self, "_allowed", None) is not None and self.id:
-            from sandboxes import egress
-
             egress.remove_rules(self.id)
         channel, self._channel = getattr(self, "_channel", None), None
         if channel is not None:

@@ -122,6 +122,7 @@ def build_image(tag: str = DEFAULT_IMAGE, force: bool = False, log=print) -> str
     Raises:
         SandboxUnavailable: no Docker engine, no debootstrap, or the build failed.
     """
+    # on first use: it pulls in docker
     from sandboxes.docker_backend import docker_client, find_image, import_image, remove_image
 
     client = docker_client()

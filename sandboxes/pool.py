@@ -155,6 +155,7 @@ class SandboxPool:
         """Remove orphaned sandboxes of dead owners (Docker); returns how many."""
         if self.backend != "docker":
             return 0
+        # on first use: it pulls in docker
         from sandboxes.docker_backend import collect_garbage
 
         n = collect_garbage()

@@ -121,6 +121,7 @@ def run_sweep(tokenizer, cfg: SweepConfig, engine=None, model_path=None, progres
         "evidence", "evidence_rate", "answered", "correct", "accuracy", "mentioned",
         "mention_rate", "sample_reply"}], "seconds"}.
     """
+    # on first use: it pulls in numpy
     from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
     start = time.monotonic()

@@ -324,7 +324,9 @@ class _ContextCache:
         self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
 
     def get(self, domain: LongDocDomain, task, tokenizer, budget_tokens: int):
+        # on first use: it pulls in numpy
         from retrieval.embeddings import Embedder
+        # on first use: it pulls in numpy
         from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
         tokenizer = tokenizer or Embedder.shared().tokenizer

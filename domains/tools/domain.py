@@ -51,6 +51,8 @@ from domains.long_docs.financial import make_report_task
 from domains.tools.contract import CALL_CLOSE, CALL_OPEN, scripted_tool_turns
 from domains.tools.env import call_stats, observation_text, tool_prompt, TOOL_SYSTEM_PROMPT, ToolEnv
 from domains.tools.toolbox import ToolContext, ToolRunner, TOOLS
+from retrieval.embeddings import Embedder
+from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
 REGIONS = ("north", "south", "east", "west", "central")
 PRODUCTS = ("widget", "gadget", "sprocket", "gizmo", "doohickey", "flange")
@@ -72,7 +74,6 @@ class ToolTask:
         files: tool_files only: workspace path -> text written into the sandbox.
         key: tool_docs only: the answer key fields `FinancialReportDomain` scores with.
     """
-
     domain: str
     seed: int
     level: int
@@ -201,7 +202,6 @@ def score_tool_episode(task: ToolTask, final_text: str, results: list) -> tuple[
         (reward, breakdown) with format, correct, extracted (and "rejected" for an ambiguous
         answer, see `_judge`) and `domains.tools.env.call_stats`.
     """
-
     extracted = extract_answer(final_text) if isinstance(final_text, str) else None
     ok, extra = _judge(extracted, task.answer)
     return _reward(extracted is not None, ok, extra, results)
@@ -221,7 +221,6 @@ def _judge(given: str | None, expected: str) -> tuple[bool, dict]:
     """(correct, breakdown fields) of a candidate answer: `_same` on it as
     `domains.answers.numeric_answer` gives it ("\u22125" -> "-5", "1,234" -> "1234"); a list
     of different numbers for a one-number reference is wrong ("rejected": why)."""
-
     if given is None:
         return False, {"extracted": None}
     given, refused = numeric_answer(given, expected)
@@ -320,7 +319,6 @@ class ToolDomain(ToolUseDomain):
         maker: (seed, level) -> ToolTask.
         needs_sandbox: the tools act on a sandbox (tool_files).
     """
-
     name: str
     description: str
     maker: object = field(repr=False)
@@ -353,7 +351,6 @@ class ToolDomain(ToolUseDomain):
         Raises:
             ConfigError: bad seed or difficulty.
         """
-
         level = check_difficulty(difficulty, self.levels)
         t = self.maker(seed, level)
         entry = {**t.key, "question": t.question, "answer": t.answer, "tools": list(t.tools),
@@ -366,7 +363,6 @@ class ToolDomain(ToolUseDomain):
     def opening(self, task) -> list[dict]:
         """[system: how to call tools, the demonstration (`demonstration`), user: the task and
         how to finish], without the tool list."""
-
         return [{"role": "system", "content": TOOL_SYSTEM_PROMPT}, *self.demonstration(),
                 {"role": "user", "content": self._ask(task.question)}]
 
@@ -396,17 +392,14 @@ class ToolDomain(ToolUseDomain):
     def messages(self, task) -> list[dict]:
         """`opening` with the tool list in the system message; the rollout hands the tools to
         the chat template instead when it takes them (`domains.tools.env.tool_prompt`)."""
-
         return tool_prompt(None, self.opening(task), self.tool_specs(task))[0]
 
     def make_env(self, sandbox=None, max_turns: int = 4, timeout_s: float = 10.0):
         """A `ToolEnv` for this domain's tasks."""
-
         return ToolEnv(self, sandbox, max_turns=max_turns, timeout_s=timeout_s)
 
     def tool_runner(self, task, sandbox, timeout_s: float = 10.0, max_calls: int = 4):
         """A `ToolRunner` over this task's tools: its database, documents or sandbox files."""
-
         t = self.tool_task(task)
         ctx = ToolContext(sandbox=sandbox)
         if t.tables:
@@ -419,7 +412,6 @@ class ToolDomain(ToolUseDomain):
 
     def _extend_context(self, ctx: ToolContext, task) -> None:
         """What this domain's tools need beyond the task's tables and files (none here)."""
-
     def score_episode(self, task, final_text: str, results: list, sandbox=None) -> tuple[float, dict]:
         """(reward, breakdown) of a finished episode (see the module docstring).
 
@@ -466,7 +458,6 @@ class ToolDomain(ToolUseDomain):
 class ToolFilesDomain(ToolDomain):
     """tool_files: the episode ends with DONE once result.txt is written in the sandbox, and
     the reward is the file's content against the reference."""
-
     finish_turn: ClassVar[str] = FILES_TURN
 
     def score_episode(self, task, final_text: str, results: list, sandbox=None) -> tuple[float, dict]:
@@ -499,7 +490,6 @@ class ToolFilesDomain(ToolDomain):
 class ToolDocsDomain(ToolDomain):
     """tool_docs: questions over an unseen annual report, found through search_document and
     judged as financial_report judges them (`domains.long_docs.domain.judge_stored_answer`)."""
-
     def _extend_context(self, ctx: ToolContext, task) -> None:
         """The report's retriever behind search_document."""
         ctx.retriever = _doc_retriever(task.seed, task.difficulty)
@@ -550,9 +540,6 @@ _RETRIEVERS_LOCK = threading.Lock()
 def _doc_retriever(seed: int, level: int):
     """A `Retriever` over the task's report (chunked in the embedding model's tokens); the
     last 16 are kept, since every sample of a group searches the same report."""
-    from retrieval.embeddings import Embedder
-    from retrieval.pipeline import Collection, RetrievalConfig, Retriever
-
     key = (seed, level)
     with _RETRIEVERS_LOCK:  # the episodes of a group reset in parallel: build each report's index once
         if key not in _RETRIEVERS:
@@ -571,7 +558,6 @@ def make_docs_task(seed: int, level: int = 1) -> ToolTask:
     Raises:
         ConfigError: bad seed or level.
     """
-
     seed, level = _check(seed, level, (1, 2))
     r = make_report_task(seed, level)
     question = (f"{r.question} The annual report is not shown to you: search it with the search_document tool.")

@@ -35,6 +35,7 @@ def open_engine(kind: str, model_path: str | Path, seed: int = 0, dtype: str = "
     """
     if kind == "vllm":
         try:
+            # on first use: it pulls in vllm, ray, transformers, pandas
             from trainer.rollout.vllm_engine import VLLMEngine
         except ImportError as e:
             raise EngineError(
@@ -43,6 +44,7 @@ def open_engine(kind: str, model_path: str | Path, seed: int = 0, dtype: str = "
             ) from e
         return VLLMEngine(model_path, seed=seed, dtype=dtype, **kw)
     if kind == "hf":
+        # on first use: only the engine a run chose is imported (vllm's pulls in vllm)
         from trainer.rollout.hf_engine import HFEngine
 
         return HFEngine(model_path, seed=seed, dtype=dtype, **kw)
