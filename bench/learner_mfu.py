@@ -94,10 +94,11 @@ def completion_length(rng: random.Random, cap: int) -> int:
     return rng.randint(min(8, cap), max(cap - 1, min(8, cap)))
 
 
-def build_batches(cfg, tokenizer, steps: int, seed: int = 0) -> list[dict]:
+def build_batches(cfg, tokenizer, steps: int, seed: int = 0, completion_tokens: int | None = None) -> list[dict]:
     """`steps` learner batches of quickstart shape, as dicts of tensors (`LearnerBatch` fields).
 
-    Prompts are real rendered tasks; completions random token ids of quickstart lengths;
+    Prompts are real rendered tasks; completions random token ids of quickstart lengths
+    (`completion_length`), or of `completion_tokens` each;
     advantages group-normalised random rewards; old logprobs -2 nats (their values change
     which tokens are clipped, not the computation).
     """
@@ -117,7 +118,7 @@ def build_batches(cfg, tokenizer, steps: int, seed: int = 0) -> list[dict]:
             rewards = torch.tensor([float(rng.random() < 0.3) for _ in range(cfg.group_size)])
             adv = (rewards - rewards.mean()) / (rewards.std(unbiased=False) + 1e-6)
             for i in range(cfg.group_size):
-                n = completion_length(rng, cfg.max_new_tokens)
+                n = completion_tokens or completion_length(rng, cfg.max_new_tokens)
                 ids = [rng.randrange(3, vocab) for _ in range(n)]
                 samples.append(Sample(task.domain, task.seed, g, i, text, prompt_ids,
                                       Completion(ids, [-2.0] * n, "", "length"), advantage=float(adv[i])))
@@ -226,11 +227,12 @@ def measure(learner, batches, modes: tuple[str, ...]) -> dict[str, list[dict]]:
             if memory.cuda:
                 torch.cuda.synchronize()
             rss, gpu = memory.read()
-            print(f"  step {i} {mode:6s} {m['learner_seconds']:7.2f} s  {m['learner_tokens_per_s']:7.1f} tok/s"
+            print(f"  step {i} {mode:13s} {m['learner_seconds']:7.2f} s  {m['learner_tokens_per_s']:7.1f} tok/s"
                   f"{'  (warm-up)' if i == 0 else ''}", flush=True)
             if i == 0:
                 continue
             out[mode].append({"tokens": m["learner_tokens"], "seconds": m["learner_seconds"],
+                              "computed": m.get("learner_computed_tokens", m["learner_tokens"]),
                               "padding": m["learner_padding_share"], "micro_batches": m["learner_micro_batches"],
                               "flops": model_flops(learner.module, batch, learner.ref_model is not None),
                               "rss": rss, "gpu": gpu})

@@ -13,12 +13,16 @@ is what TRL's GRPOTrainer (``logits / self.temperature``) and verl's actor
 (``logits.div_(temperature)``) do. top_p is not applied here (see `trainer.rollout.vllm_engine`
 for what that means for the ratio when top_p < 1).
 
-Batching (`BATCHINGS`): "packed" (the default) puts several sequences end to end in each row
-with position ids that restart at 0 and no attention mask, so transformers attends within
-each sequence only, and computes logits for the scored completion tokens alone; "padded"
-(the earlier path, kept for comparison: ``bench/learner_mfu.py``) right-pads
-length-sorted micro-batches. Both give the same loss and gradient up to float rounding
-(tests/trainer/test_packing.py).
+Batching (`BATCHINGS`): "shared_prefix" (the default) packs each group's prompt once with its
+G completions after it and a block attention mask (Prefix Grouper, arXiv:2506.05433), so the
+learner and the reference model compute the prompt once per group instead of G times;
+"packed" puts whole sequences end to end in each row with position ids that restart at 0 and
+no attention mask, so transformers attends within each sequence only; "padded" (the first
+path, kept for comparison: ``bench/learner_mfu.py``) right-pads length-sorted micro-batches.
+The packed layouts compute logits for the scored completion tokens alone. All three give the
+same loss and gradient up to float rounding (tests/trainer/test_packing.py); each packed
+layout is checked against the padded one on the model at start-up, and a model whose
+attention can't take the shared-prefix mask falls back to "packed" with a notice.
 
 Not covered: multi-process launch (the deepspeed launcher sets RANK/WORLD_SIZE; this class
 then works per rank, but the training loop is single-process today) and ZeRO-3 weight
@@ -46,7 +50,7 @@ from trainer.algorithms.grpo import LossOutput, policy_loss
 from trainer.checkpoints import replace_durably
 from trainer.types import LearnerBatch, PackedMicroBatch
 
-BATCHINGS = ("packed", "padded")
+BATCHINGS = ("shared_prefix", "packed", "padded")
 
 
 def _free_port() -> int:
@@ -153,16 +157,30 @@ class _ScoredPositions:
         self.handle.remove()
 
 
+def model_attention_mask(model: torch.nn.Module, allow: torch.Tensor) -> torch.Tensor:
+    """A (R, C, C) bool mask (True: the query may attend to the key) in the form the model's
+    attention takes as a ready 4D mask: bool (R, 1, C, C) for SDPA, else additive floats
+    (0 or the dtype's minimum) in the model's dtype."""
+    module = getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
+    config = module.config
+    mask = allow.unsqueeze(1)
+    if getattr(config, "_attn_implementation", None) == "sdpa":
+        return mask
+    dtype = next(module.parameters()).dtype
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+
+
 def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_ids: torch.Tensor,
                           position_ids: torch.Tensor, logit_index: torch.Tensor, targets: torch.Tensor,
-                          with_entropy: bool = False,
-                          temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                          with_entropy: bool = False, temperature: float = 1.0,
+                          attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the scored tokens of packed sequences (`PackedMicroBatch`),
     log_softmax(logits / temperature).
 
-    No attention mask is passed: transformers reads the packing from the position ids and
+    Without `attention_mask`, transformers reads the packing from the position ids and
     masks attention to each sequence (``use_cache=False`` is needed for that: with a cache
-    it falls back to a plain causal mask across the whole row).
+    it falls back to a plain causal mask across the whole row); with one (a shared-prefix
+    micro-batch), that mask decides who attends to whom.
 
     Args:
         model: an HF causal LM, or the DeepSpeed engine wrapping one.
@@ -175,12 +193,15 @@ def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_i
         with_entropy: also return the entropy (nats) of each of those K predictive
             distributions.
         temperature: sampling temperature T > 0 the logits are divided by (1: raw).
+        attention_mask: None, or (R, C, C) bool: True where a query position may attend to a
+            key position (`PackedMicroBatch.attention_mask`).
 
     Returns:
         (K,) logprobs and (K,) entropies (or None).
     """
+    kw = {} if attention_mask is None else {"attention_mask": model_attention_mask(model, attention_mask)}
     with _ScoredPositions(head, logit_index):
-        logits = model(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits.float()
+        logits = model(input_ids=input_ids, position_ids=position_ids, use_cache=False, **kw).logits.float()
     logits = logits.reshape(-1, logits.shape[-1])
     assert logits.shape[0] == logit_index.shape[0], "the LM head was not applied to the scored positions"
     logp_all = F.log_softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
@@ -225,6 +246,39 @@ def _check_packing(model: torch.nn.Module) -> None:
                           "batching='padded'")
 
 
+def shared_prefix_error(model: torch.nn.Module) -> float:
+    """Largest logprob difference (nats) between the shared-prefix and the padded layout on
+    `model`: three short random sequences, two of them sharing a prompt (two small forward
+    passes, no gradient). inf when the model's attention refuses the mask."""
+    g = torch.Generator().manual_seed(1)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    prompt = torch.randint(0, vocab, (4,), generator=g)
+    seqs = [torch.cat([prompt, torch.randint(0, vocab, (k,), generator=g)]) for k in (3, 2)]
+    seqs.append(torch.randint(0, vocab, (6,), generator=g))
+    firsts = (4, 4, 3)
+    batch = LearnerBatch(torch.zeros(3, 7, dtype=torch.long), torch.zeros(3, 7, dtype=torch.long),
+                         torch.zeros(3, 7), torch.zeros(3, 7), torch.zeros(3))
+    for i, (s, first) in enumerate(zip(seqs, firsts)):
+        batch.input_ids[i, : len(s)], batch.attention_mask[i, : len(s)] = s, 1
+        batch.completion_mask[i, first : len(s)] = 1.0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            padded, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+            [micro] = batch.shared_prefix_micro_batches(rows=3)
+            shared, _ = packed_token_logprobs(model, model.get_output_embeddings(), micro.input_ids,
+                                              micro.position_ids, micro.logit_index, micro.targets,
+                                              attention_mask=micro.attention_mask)
+    except (RuntimeError, ValueError, TypeError):  # an attention implementation without 4D masks
+        return math.inf
+    finally:
+        model.train(was_training)
+    want = torch.cat([padded[i, first : len(s)] for i, (s, first) in enumerate(zip(seqs, firsts))])
+    # the micro-batch orders its tokens by segment (longest first): compare the sorted values
+    return float((shared.sort().values - want.sort().values).abs().max())
+
+
 def _lr_lambda(cfg: RunConfig):
     def fn(step: int) -> float:
         if cfg.warmup_steps and step < cfg.warmup_steps:
@@ -251,9 +305,12 @@ class DeepSpeedLearner:
             resumed run); the reference stays `model_path`.
         steps_done: optimizer steps already taken (a resumed run): the learning-rate
             schedule continues from there. AdamW's moments start from zero again.
-        batching: "packed" (padding-free micro-batches of up to ``micro_batch_size`` rows of
-            T tokens, the default) or "padded" (``micro_batch_size`` right-padded sequences
-            per micro-batch, grouped by length); see the module docstring.
+        batching: "shared_prefix" (the default: each group's prompt once, its completions
+            after it, about ``micro_batch_size`` sequences' worth of tokens per micro-batch),
+            "packed" (padding-free micro-batches of up to ``micro_batch_size`` rows of T
+            tokens) or "padded" (``micro_batch_size`` right-padded sequences per micro-batch,
+            grouped by length); see the module docstring. "shared_prefix" on a model whose
+            attention can't take its mask falls back to "packed" with a notice on stderr.
 
     Raises:
         ConfigError: for a ZeRO stage the weight sync can't serve (3), an unknown
@@ -262,7 +319,7 @@ class DeepSpeedLearner:
     """
 
     def __init__(self, model_path: str | Path, cfg: RunConfig, init_from: str | Path | None = None,
-                 steps_done: int = 0, batching: str = "packed"):
+                 steps_done: int = 0, batching: str = "shared_prefix"):
         if cfg.zero_stage > 2:
             raise ConfigError("zero_stage 3 is not supported by in-place weight sync yet; set zero_stage: 2")
         if batching not in BATCHINGS:
@@ -280,6 +337,12 @@ class DeepSpeedLearner:
         torch.manual_seed(cfg.seed)
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
         model = AutoModelForCausalLM.from_pretrained(init_from or model_path, dtype=torch.float32)
+        if batching == "shared_prefix":
+            err = shared_prefix_error(model)
+            if not err < 1e-3:
+                print(f"[learner] shared-prefix batching scores differently from padded on this model (max "
+                      f"logprob difference {err:.3g} nats); using batching='packed'", file=sys.stderr, flush=True)
+                batching = self.batching = "packed"
         if batching == "packed":
             _check_packing(model)
         if cfg.gradient_checkpointing:
@@ -333,8 +396,10 @@ class DeepSpeedLearner:
 
         Returns:
             Step metrics: loss, pg_loss, kl, entropy, clip_frac, ratio_mean, grad_norm, lr,
-            learner_tokens (real tokens processed), learner_padding_share (share of the
-            positions computed that were padding, 0 .. 1), learner_micro_batches,
+            learner_tokens (the sequences' real tokens, the logical tokens the loss covers),
+            learner_computed_tokens (the tokens the forward passes compute: a shared prefix
+            counts once), learner_padding_share (share of the positions computed that were
+            padding, 0 .. 1), learner_micro_batches,
             learner_seconds, learner_tokens_per_s.
 
         Raises:
@@ -347,11 +412,14 @@ class DeepSpeedLearner:
         self.engine.train()
         total_tokens = float(batch.completion_mask.sum().item()) or 1.0
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
-        if self.batching == "packed":
+        if self.batching == "shared_prefix":
+            micros, pass_one = batch.shared_prefix_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
+        elif self.batching == "packed":
             micros, pass_one = batch.packed_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
         else:
             micros, pass_one = batch.micro_batches(self.cfg.micro_batch_size), self._padded_micro_step
         slots = sum(m.input_ids.numel() for m in micros)  # positions the forward passes compute
+        computed = sum(m.num_tokens for m in micros) if self.batching != "padded" else batch.num_tokens
         for i, micro in enumerate(micros):
             # the optimizer steps after the last micro-batch, not after a fixed count of them
             self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
@@ -377,7 +445,8 @@ class DeepSpeedLearner:
             "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
             "lr": float(self.scheduler.get_last_lr()[0]),
             "learner_tokens": float(batch.num_tokens),
-            "learner_padding_share": 1.0 - batch.num_tokens / slots,
+            "learner_computed_tokens": float(computed),
+            "learner_padding_share": 1.0 - computed / slots,
             "learner_micro_batches": float(len(micros)),
             "learner_seconds": seconds,
             "learner_tokens_per_s": batch.num_tokens / seconds if seconds > 0 else 0.0,
@@ -401,7 +470,8 @@ class DeepSpeedLearner:
         return out, float((ent * mask).sum())
 
     def _packed_micro_step(self, micro: PackedMicroBatch, total_tokens: float) -> tuple[LossOutput, float]:
-        """Forward pass and loss of one packed micro-batch; (loss, entropy sum in nats).
+        """Forward pass and loss of one packed (or shared-prefix) micro-batch; (loss, entropy
+        sum in nats).
 
         The K scored tokens go to `policy_loss` as K one-token rows (shape (K, 1), one
         advantage each): the same per-token terms and sums as the padded layout.
@@ -410,14 +480,15 @@ class DeepSpeedLearner:
         ids, pos = micro.input_ids.to(dev), micro.position_ids.to(dev)
         index, targets = micro.logit_index.to(dev), micro.targets.to(dev)
         mask, temp = micro.completion_mask.to(dev).unsqueeze(1), self.cfg.temperature
+        allow = None if micro.attention_mask is None else micro.attention_mask.to(dev)
         ref_lp = None
         if self.ref_model is not None:
             with torch.no_grad():
                 ref_lp, _ = packed_token_logprobs(self.ref_model, self.ref_model.get_output_embeddings(),
-                                                  ids, pos, index, targets, temperature=temp)
+                                                  ids, pos, index, targets, temperature=temp, attention_mask=allow)
                 ref_lp = ref_lp.unsqueeze(1)
         logp, ent = packed_token_logprobs(self.engine, self.module.get_output_embeddings(), ids, pos, index,
-                                          targets, with_entropy=True, temperature=temp)
+                                          targets, with_entropy=True, temperature=temp, attention_mask=allow)
         out = policy_loss(
             logp.unsqueeze(1), micro.old_logprobs.to(dev).unsqueeze(1), micro.advantages.to(dev), mask,
             clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,

@@ -7,7 +7,9 @@ OpenRLHF's ``Experience`` and verl's ``DataProto``:
 * `Sample`      - one completion of one task, scored: the row a trajectory is stored from.
 * `LearnerBatch` - padded tensors the learner consumes, built from a list of `Sample`.
 * `PackedMicroBatch` - a padding-free micro-batch: several sequences end to end in each row,
-  told apart by position ids that restart at 0 (`LearnerBatch.packed_micro_batches`).
+  told apart by position ids that restart at 0 (`LearnerBatch.packed_micro_batches`), or
+  each group's prompt once with its completions after it, told apart by a block attention
+  mask (`LearnerBatch.shared_prefix_micro_batches`).
 
 Shapes use N = number of sequences (prompts x group size), T = padded sequence length in
 tokens, R = rows of a packed micro-batch, C = its row length (tokens) and K = its scored
@@ -204,6 +206,106 @@ class LearnerBatch:
                                 torch.cat(adv), torch.cat(mask), num_sequences=sum(len(b) for b in bins),
                                 num_tokens=sum(lengths[i] for b in bins for i in b))
 
+    def shared_prefix_micro_batches(self, rows: int, pad_id: int = 0) -> list["PackedMicroBatch"]:
+        """Pack each group's prompt once, its completions after it: the shared-prefix forward of
+        "Prefix Grouper: Efficient GRPO Training through Shared-Prefix Forward" (Liu et al.,
+        2025, arXiv:2506.05433).
+
+        Sequences whose tokens before their first scored token are the same (the G samples of
+        a GRPO group; a multi-turn episode's first prompt) form a segment: that prefix once,
+        then each sequence's remaining tokens. Position ids continue after the prefix in each
+        completion, and `attention_mask` lets a completion token attend to the prefix and to
+        the earlier tokens of its own completion only, so every scored token sees exactly the
+        context it has in its own sequence: the same logprobs, loss and gradient as
+        `packed_micro_batches` up to float rounding (the prefix's gradient is the sum of its
+        G copies'). The first token of each completion is scored from the prefix's last
+        position, shared by the group (its index repeats in `logit_index`).
+
+        Segments are placed first-fit decreasing into rows of capacity max(T, the longest
+        segment); a micro-batch holds max(1, rows * T // capacity) rows, so its tokens stay
+        within the padded path's rows x T bound unless one segment alone is longer.
+
+        Args:
+            rows: the run's ``micro_batch_size``, >= 1 (sequences' worth of tokens per micro-batch).
+            pad_id: token id for the unused tail of a row (never scored, attended by nothing).
+
+        Returns:
+            Micro-batches with `attention_mask` set; together they hold every sequence once.
+
+        Raises:
+            ValueError: if `rows` < 1.
+        """
+        if rows < 1:
+            raise ValueError(f"rows must be >= 1, got {rows}")
+        lengths = self.attention_mask.sum(dim=1).tolist()
+        prefix: list[int] = []
+        groups: dict[tuple, list[int]] = {}
+        for i, n in enumerate(lengths):
+            scored = self.completion_mask[i, 1:n].nonzero()
+            p = int(scored[0]) + 1 if len(scored) else n
+            prefix.append(p)
+            groups.setdefault((p, tuple(self.input_ids[i, :p].tolist())), []).append(i)
+        segments = list(groups.values())
+        seg_len = [prefix[g[0]] + sum(lengths[i] - prefix[i] for i in g) for g in segments]
+        capacity = max(max(lengths), max(seg_len))
+        per_micro = max(1, rows * max(lengths) // capacity)
+        bins: list[list[int]] = []  # segment indices per row
+        fill: list[int] = []
+        for g in sorted(range(len(segments)), key=lambda g: -seg_len[g]):  # first-fit decreasing
+            for b, used in enumerate(fill):
+                if used + seg_len[g] <= capacity:
+                    bins[b].append(g)
+                    fill[b] += seg_len[g]
+                    break
+            else:
+                bins.append([g])
+                fill.append(seg_len[g])
+        return [self._pack_shared([[segments[g] for g in b] for b in bins[s : s + per_micro]], prefix, lengths,
+                                  pad_id) for s in range(0, len(bins), per_micro)]
+
+    def _pack_shared(self, bins: list[list[list[int]]], prefix: list[int], lengths: list[int],
+                     pad_id: int) -> "PackedMicroBatch":
+        """One shared-prefix micro-batch: each bin (segments of sequence indices) becomes a row."""
+        def seg_tokens(seg: list[int]) -> int:
+            return prefix[seg[0]] + sum(lengths[i] - prefix[i] for i in seg)
+
+        width = max(sum(seg_tokens(seg) for seg in b) for b in bins)
+        ids = torch.full((len(bins), width), pad_id, dtype=torch.long)
+        pos = torch.zeros((len(bins), width), dtype=torch.long)
+        allow = torch.zeros((len(bins), width, width), dtype=torch.bool)
+        causal = torch.ones(width, width, dtype=torch.bool).tril()
+        index, targets, old, adv, mask = [], [], [], [], []
+        for r, b in enumerate(bins):
+            offset = 0
+            for seg in b:
+                p = prefix[seg[0]]
+                ids[r, offset : offset + p] = self.input_ids[seg[0], :p]
+                pos[r, offset : offset + p] = torch.arange(p)
+                allow[r, offset : offset + p, offset : offset + p] = causal[:p, :p]
+                cursor = offset + p
+                for i in seg:
+                    n = lengths[i]
+                    k = n - p
+                    ids[r, cursor : cursor + k] = self.input_ids[i, p:n]
+                    pos[r, cursor : cursor + k] = torch.arange(p, n)
+                    allow[r, cursor : cursor + k, offset : offset + p] = True
+                    allow[r, cursor : cursor + k, cursor : cursor + k] = causal[:k, :k]
+                    cols = self.completion_mask[i, 1:n].nonzero().squeeze(1) + 1
+                    src = cols - 1  # the logits at t-1 score token t
+                    flat = torch.where(src < p, offset + src, cursor + src - p)
+                    index.append(r * width + flat)
+                    targets.append(self.input_ids[i, cols])
+                    old.append(self.old_logprobs[i, cols])
+                    adv.append(self.advantages[i].expand(len(cols)))
+                    mask.append(self.completion_mask[i, cols])
+                    cursor += k
+                offset = cursor
+            pos[r, offset:] = torch.arange(width - offset)  # the tail: a causal block of its own
+            allow[r, offset:, offset:] = causal[: width - offset, : width - offset]
+        return PackedMicroBatch(ids, pos, torch.cat(index), torch.cat(targets), torch.cat(old),
+                                torch.cat(adv), torch.cat(mask), num_sequences=sum(len(seg) for b in bins for seg in b),
+                                num_tokens=sum(seg_tokens(seg) for b in bins for seg in b), attention_mask=allow)
+
     @classmethod
     def from_samples(cls, samples: list[Sample], pad_id: int) -> "LearnerBatch":
         """Pack scored samples into right-padded tensors.
@@ -255,7 +357,12 @@ class PackedMicroBatch:
         advantages: (K,) float32, the advantage of each token's sequence.
         completion_mask: (K,) float32, the tokens' loss weights (1.0).
         num_sequences: sequences in the micro-batch.
-        num_tokens: real (non-pad) tokens in it.
+        num_tokens: real (non-pad) tokens in it: the tokens the forward pass computes (a
+            shared prefix counts once).
+        attention_mask: None where position ids alone separate the sequences
+            (`LearnerBatch.packed_micro_batches`); else (R, C, C) bool, True where the query
+            position (dim 1) may attend to the key position (dim 2)
+            (`LearnerBatch.shared_prefix_micro_batches`).
     """
 
     input_ids: torch.Tensor
@@ -267,6 +374,7 @@ class PackedMicroBatch:
     completion_mask: torch.Tensor
     num_sequences: int
     num_tokens: int
+    attention_mask: torch.Tensor | None = None
 
     @property
     def padding_share(self) -> float:

@@ -1,0 +1,109 @@
+"""The shared-prefix learner against the packed one: each group's prompt once instead of G times.
+
+    python bench/shared_prefix.py            # SmolLM2-135M: the quickstart workload, then a long-document one
+    python bench/shared_prefix.py --quick    # the tiny random model, both workloads, 1 timed pair each: < 1 minute
+
+Two workloads, each on one `trainer.learner.DeepSpeedLearner` in one process, stepping the
+same batches with batching "packed" (whole sequences end to end) and "shared_prefix"
+(Prefix Grouper, arXiv:2506.05433: each group's prompt once, its completions after it, a
+block attention mask) in alternating order (packed then shared, shared then packed, ...;
+one warm-up pair, then `--steps` timed pairs), so both see the same machine load:
+
+- **quickstart**: ``configs/quickstart.yaml`` (4 prompts x 8, real rendered prompts of its
+  mix, completions of random ids with the recorded quickstart's lengths,
+  `bench.learner_mfu.completion_length`), micro-batch 8, KL reference on;
+- **long document**: ``configs/long_context.yaml``'s domains (needle_haystack,
+  financial_report; prompts ~1.5k tokens with the retrieved context), 1 prompt x 8 per
+  step (the issue's G = 8), 64-token completions.
+
+Per batching: learner tokens/s counted two ways, as the *logical* tokens the loss covers
+(every sequence's prompt and completion: the same for both batchings) and as the tokens the
+forward passes *compute* (a shared prompt counts once); the step time and the peak RSS of
+its steps. The last line is ``ratio: X.XX`` = the median over the quickstart workload's
+timed pairs of packed step seconds / shared-prefix step seconds (the long-document ratio is
+printed on the line before). A benchmark, not a test: figures depend on the machine and on
+what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from bench.learner_mfu import QUICK_CONFIG, build_batches, cpu_features, load_average, measure  # noqa: E402
+
+MODES = ("packed", "shared_prefix")
+LONG = {"prompts_per_step": 1, "group_size": 8, "micro_batch_size": 8, "max_new_tokens": 64}
+
+
+def workload(name: str, cfg, tokenizer, steps: int, completion_tokens: int | None, model_path) -> float:
+    """Step both batchings on `steps` + 1 batches of `cfg`; print the figures; return the
+    median packed / shared-prefix step-time ratio over the timed pairs."""
+    import torch
+
+    from trainer.learner import DeepSpeedLearner
+    from trainer.types import LearnerBatch
+
+    batches = [LearnerBatch(**b) for b in build_batches(cfg, tokenizer, steps + 1, completion_tokens=completion_tokens)]
+    prompt = [int(b.attention_mask.sum(1).float().mean()) for b in batches]
+    print(f"\n{name}: {cfg.prompts_per_step} prompts x {cfg.group_size}, micro-batch {cfg.micro_batch_size}, "
+          f"kl_coef {cfg.kl_coef:g}, {cfg.dtype}; mean sequence {statistics.mean(prompt):.0f} tokens; "
+          f"{torch.get_num_threads()} threads", flush=True)
+    learner = DeepSpeedLearner(model_path, cfg)
+    try:
+        runs = measure(learner, batches, MODES)
+    finally:
+        learner.close()
+    for mode, rows in runs.items():
+        seconds = sum(r["seconds"] for r in rows)
+        print(f"  {mode:13s} step {seconds / len(rows):7.2f} s  logical {sum(r['tokens'] for r in rows) / seconds:8.1f} "
+              f"tok/s  computed {sum(r['computed'] for r in rows) / seconds:8.1f} tok/s  "
+              f"({sum(r['computed'] for r in rows) / sum(r['tokens'] for r in rows):.2f} of the logical tokens)  "
+              f"peak RSS {max(r['rss'] for r in rows) / 2**30:.2f} GiB", flush=True)
+    pairs = [a["seconds"] / b["seconds"] for a, b in zip(runs["packed"], runs["shared_prefix"])]
+    print(f"  packed / shared-prefix step time per pair: {' '.join(f'{r:.2f}' for r in pairs)}", flush=True)
+    return statistics.median(pairs)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=2, help="timed pairs per workload (after one warm-up pair)")
+    ap.add_argument("--quick", action="store_true", help="the tiny random model, 1 timed pair per workload")
+    args = ap.parse_args(argv)
+    if args.steps < 1:
+        ap.error("--steps must be at least 1")
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    from transformers import AutoTokenizer
+
+    from trainer.config import load_config, parse_config
+    from trainer.models import resolve_model
+
+    print(cpu_features())
+    print(load_average())
+    with tempfile.TemporaryDirectory(prefix="rlwb-shared-prefix-") as tmp:
+        if args.quick:
+            from trainer.tiny import build_tiny_model
+
+            model_path, args.steps = build_tiny_model(Path(tmp) / "tiny"), 1
+            quick = parse_config({**QUICK_CONFIG, "model": str(model_path)})
+        else:
+            quick = load_config("configs/quickstart.yaml")
+            model_path = resolve_model(quick.model)
+        long_cfg = parse_config({**load_config("configs/long_context.yaml").model_dump(), **LONG,
+                                 "model": str(model_path)})
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        short = workload("quickstart workload", quick, tokenizer, args.steps, None, model_path)
+        long_ratio = workload("long-document workload", long_cfg, tokenizer, args.steps, 64, model_path)
+    print(load_average())
+    print(f"long-document workload: packed / shared-prefix step time {long_ratio:.2f}")
+    print(f"ratio: {short:.2f}")
+
+
+if __name__ == "__main__":
+    main()

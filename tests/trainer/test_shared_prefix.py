@@ -1,0 +1,199 @@
+"""Shared-prefix learner batches (each group's prompt once, its completions after it) against
+the padded ones: the same per-token logprobs, loss, gradient and optimizer step, with the
+prompt computed once per group."""
+
+import pytest
+import torch
+
+from trainer.config import RunConfig
+from trainer.types import Completion, LearnerBatch, Sample
+
+GROUPS = ((9, (16, 2, 5)), (14, (3, 1, 7)), (5, (12, 4, 6)))  # (prompt tokens, completion tokens per sample)
+
+
+def _samples(seed: int = 0) -> list[Sample]:
+    """Three groups of three samples; each group shares its prompt. One harness-faulted
+    sample and one multi-turn mask with two observation tokens."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for group, (p, lengths) in enumerate(GROUPS):
+        prompt = torch.randint(3, 1000, (p,), generator=g).tolist()
+        for index, c in enumerate(lengths):
+            i = len(out)
+            ids = torch.randint(3, 1000, (c,), generator=g).tolist()
+            lps = (-torch.rand(c, generator=g) * 3 - 0.01).tolist()
+            mask = [1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1][:c] if i == 6 else None
+            out.append(Sample("basic_arithmetic", group, group, index, "p", prompt,
+                              Completion(ids, lps, "x", "length", mask=mask),
+                              advantage=(1.0 if i % 2 == 0 else -1.0) * (1 + i / 8),
+                              fault="harness" if i == 4 else None))
+    return out
+
+
+def _batch(seed: int = 0) -> LearnerBatch:
+    return LearnerBatch.from_samples(_samples(seed), pad_id=0)
+
+
+def test_each_prompt_is_computed_once_and_every_completion_token_is_scored():
+    batch = _batch()
+    micros = batch.shared_prefix_micro_batches(rows=2)
+    packed = batch.packed_micro_batches(rows=2)
+    saved = sum(p * (len(lengths) - 1) for p, lengths in GROUPS)
+    # the faulted sample scores nothing: its whole sequence is its own prefix, not shared
+    faulted_prompt = GROUPS[1][0]
+    assert sum(m.num_tokens for m in micros) == batch.num_tokens - saved + faulted_prompt
+    assert sum(m.num_tokens for m in micros) < sum(m.num_tokens for m in packed)
+    assert sum(m.num_sequences for m in micros) == 9
+    assert sum(len(m.targets) for m in micros) == int(batch.completion_mask.sum())
+    for m in micros:
+        flat = m.input_ids.reshape(-1)
+        allow = m.attention_mask.reshape(-1, m.attention_mask.shape[-1])
+        # each scored token's logit position may attend to itself (a real position)
+        rows = m.logit_index // m.input_ids.shape[1]
+        cols = m.logit_index % m.input_ids.shape[1]
+        assert bool(m.attention_mask[rows, cols, cols].all())
+        assert allow.shape[0] == flat.shape[0]
+    got = torch.cat([m.old_logprobs for m in micros]).sort().values
+    assert torch.equal(got, batch.old_logprobs[batch.completion_mask > 0].sort().values)
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        batch.shared_prefix_micro_batches(rows=0)
+
+
+def test_a_completion_never_sees_another_completion_of_its_group():
+    batch = _batch()
+    [m] = batch.shared_prefix_micro_batches(rows=9)
+    for r in range(m.input_ids.shape[0]):
+        pos = m.position_ids[r]
+        allow = m.attention_mask[r]
+        for q in range(len(pos)):
+            keys = allow[q].nonzero().squeeze(1)
+            assert (keys <= q).all()  # causal
+            # the keys a query sees have positions 0 .. its own, each once: its own sequence
+            assert sorted(pos[keys].tolist()) == list(range(int(pos[q]) + 1))
+
+
+@pytest.fixture(scope="module", params=["sdpa", "eager"])
+def tiny_lm(tiny_model_dir, request):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32,
+                                                attn_implementation=request.param).eval()
+
+
+def _shared_logprobs(model, batch: LearnerBatch, rows: int, temperature: float = 1.0,
+                     mask: bool = True) -> torch.Tensor:
+    from trainer.learner import packed_token_logprobs
+
+    out = torch.zeros_like(batch.old_logprobs)
+    for m in batch.shared_prefix_micro_batches(rows):
+        with torch.no_grad():
+            lp, _ = packed_token_logprobs(model, model.get_output_embeddings(), m.input_ids, m.position_ids,
+                                          m.logit_index, m.targets, temperature=temperature,
+                                          attention_mask=m.attention_mask if mask else None)
+        for value, old in zip(lp, m.old_logprobs):  # back where its old logprob came from (distinct)
+            out[batch.old_logprobs == old] = value
+    return out * batch.completion_mask
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_shared_prefix_logprobs_equal_padded_logprobs(tiny_lm, temperature):
+    from trainer.learner import token_logprobs
+
+    batch = _batch()
+    with torch.no_grad():
+        padded, _ = token_logprobs(tiny_lm, batch.input_ids, batch.attention_mask, temperature=temperature)
+    padded = padded * batch.completion_mask
+    for rows in (1, 2, 9):
+        assert (_shared_logprobs(tiny_lm, batch, rows, temperature) - padded).abs().max().item() < 1e-4
+    # without the block mask the completions of a group see each other: scores change
+    assert (_shared_logprobs(tiny_lm, batch, 9, temperature, mask=False) - padded).abs().max().item() > 1e-2
+
+
+def test_the_start_up_check_passes_here_and_catches_a_model_that_ignores_the_mask(tiny_lm, monkeypatch):
+    from trainer import learner
+
+    assert learner.shared_prefix_error(tiny_lm) < 1e-4
+    monkeypatch.setattr(learner, "model_attention_mask", lambda model, allow: None)  # attention ignores it
+    assert learner.shared_prefix_error(tiny_lm) > 1e-3
+
+
+def _grads(model, ref, batch: LearnerBatch, shared: bool) -> dict[str, torch.Tensor]:
+    from trainer.algorithms.grpo import policy_loss
+    from trainer.learner import packed_token_logprobs, token_logprobs
+
+    model.zero_grad(set_to_none=True)
+    kw = {"clip_eps": 0.2, "kl_coef": 0.1, "num_tokens_total": float(batch.completion_mask.sum())}
+    if shared:
+        for m in batch.shared_prefix_micro_batches(2):
+            args = (m.input_ids, m.position_ids, m.logit_index, m.targets)
+            lp, _ = packed_token_logprobs(model, model.get_output_embeddings(), *args,
+                                          attention_mask=m.attention_mask)
+            with torch.no_grad():
+                ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(), *args,
+                                                  attention_mask=m.attention_mask)
+            policy_loss(lp[:, None], m.old_logprobs[:, None], m.advantages, m.completion_mask[:, None],
+                        ref_logprobs=ref_lp[:, None], **kw).loss.backward()
+    else:
+        for m in batch.micro_batches(3):
+            lp, _ = token_logprobs(model, m.input_ids, m.attention_mask)
+            with torch.no_grad():
+                ref_lp, _ = token_logprobs(ref, m.input_ids, m.attention_mask)
+            policy_loss(lp, m.old_logprobs, m.advantages, m.completion_mask, ref_logprobs=ref_lp,
+                        **kw).loss.backward()
+    return {k: p.grad.clone() for k, p in model.named_parameters()}
+
+
+def test_shared_prefix_loss_has_the_padded_gradient(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    ref = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    with torch.no_grad():  # a reference apart from the policy, so the KL term has a gradient
+        for p in ref.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    batch = _batch()
+    shared, padded = _grads(model, ref, batch, True), _grads(model, ref, batch, False)
+    scale = max(g.abs().max().item() for g in padded.values())
+    assert scale > 1e-3
+    for k in padded:
+        assert (shared[k] - padded[k]).abs().max().item() < 1e-4 * scale, k
+
+
+@pytest.mark.parametrize("kl_coef", [0.0, 0.1])
+def test_shared_prefix_step_equals_padded_step(tiny_model_dir, kl_coef):
+    from trainer.learner import DeepSpeedLearner
+
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
+                    learning_rate=1e-3, kl_coef=kl_coef, model=str(tiny_model_dir))
+    shared = DeepSpeedLearner(tiny_model_dir, cfg)  # the default batching
+    padded = DeepSpeedLearner(tiny_model_dir, cfg, batching="padded")
+    try:
+        assert shared.batching == "shared_prefix"
+        for seed in (0, 1):
+            a, b = shared.step(_batch(seed)), padded.step(_batch(seed))
+            for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio_mean", "grad_norm"):
+                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+            assert a["learner_tokens"] == b["learner_tokens"]  # the logical tokens the loss covers
+            assert a["learner_computed_tokens"] < b["learner_computed_tokens"]
+            sa, sb = shared.module.state_dict(), padded.module.state_dict()
+            assert max((sa[k] - sb[k]).abs().max().item() for k in sa) < 0.05 * cfg.learning_rate
+        if kl_coef:
+            assert b["kl"] > 0
+    finally:
+        shared.close()
+        padded.close()
+
+
+def test_a_model_that_refuses_the_mask_falls_back_to_packed_and_says_so(tiny_model_dir, monkeypatch, capsys):
+    from trainer import learner
+
+    monkeypatch.setattr(learner, "shared_prefix_error", lambda model: float("inf"))
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
+                    model=str(tiny_model_dir))
+    ds = learner.DeepSpeedLearner(tiny_model_dir, cfg)
+    try:
+        assert ds.batching == "packed"
+        assert "using batching='packed'" in capsys.readouterr().err
+        assert ds.step(_batch())["learner_micro_batches"] >= 1
+    finally:
+        ds.close()
