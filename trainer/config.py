@@ -89,7 +89,8 @@ class RunConfig(BaseModel):
     gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
     rollout_engine: EngineKind = Field("vllm", description="vllm (default) or hf (transformers generate).")
     vllm_memory_fraction: float = Field(
-        0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: fraction of RAM for the KV cache)."
+        0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: the most of RAM the KV cache may "
+                                           "take; it is sized to a step's sequences at the full window below that).")
     )
 
     overlap: bool = Field(

@@ -94,8 +94,11 @@ def engine_options(cfg: RunConfig, model_path, tokenizer=None) -> dict:
     window = run_window(cfg, model_path, tokenizer)
     if cfg.rollout_engine != "vllm":
         return {}
+    # the KV cache holds a step's sequences at the full window (at least 32 of them, for the
+    # held-out evaluation's batches), capped at vllm_memory_fraction of RAM
     return {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile,
-            "tensor_parallel_size": cfg.tensor_parallel_size, "max_model_len": window}
+            "tensor_parallel_size": cfg.tensor_parallel_size, "max_model_len": window,
+            "kv_cache_tokens": max(cfg.sequences_per_step, 32) * window}
 
 
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,

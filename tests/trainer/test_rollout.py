@@ -204,3 +204,24 @@ def test_vllm_engine_can_restart_after_close(vllm_engine, tiny_model_dir, prompt
                      gpu_memory_utilization=0.05) as fresh:
         (group,) = fresh.generate(prompts[:1], n=1, max_new_tokens=4)
         assert len(group[0].token_ids) == 4 or group[0].finish_reason == "stop"
+
+
+def test_the_kv_cache_is_sized_to_the_work_not_to_the_machine(vllm_engine, tiny_model_dir):
+    import json
+
+    import psutil
+
+    from trainer.rollout.vllm_engine import DEFAULT_KV_SEQUENCES, kv_bytes_per_token
+
+    c = json.loads((tiny_model_dir / "config.json").read_text())
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    want = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * head_dim * 4
+    assert kv_bytes_per_token(tiny_model_dir, "float32") == want
+    assert kv_bytes_per_token(tiny_model_dir, "bfloat16") == want // 2
+    cache = vllm_engine._llm.llm_engine.vllm_config.cache_config
+    sized = DEFAULT_KV_SEQUENCES * vllm_engine.max_model_len * want
+    assert cache.kv_cache_memory_bytes == min(sized, int(0.05 * psutil.virtual_memory().total))
+    with pytest.raises(EngineError, match="at least one sequence"):
+        open_engine("vllm", tiny_model_dir, max_model_len=256, kv_cache_tokens=100)
+    with pytest.raises(EngineError, match="config.json"):
+        kv_bytes_per_token(tiny_model_dir / "missing", "float32")

@@ -59,6 +59,27 @@ from trainer.types import Completion  # noqa: E402
 _DTYPES = ("float32", "bfloat16")
 # KV cache block (tokens); see `VLLMEngine`'s ``block_size`` and bench/rollout_throughput.py.
 DEFAULT_BLOCK_SIZE = 32
+DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU: this many sequences of a full window (the quickstart's step)
+
+
+def kv_bytes_per_token(model_path: str | Path, dtype: str) -> int:
+    """Bytes of KV cache one token takes in `model_path`'s model: keys and values of every
+    layer, num_key_value_heads x head_dim each, in `dtype` (4 or 2 bytes).
+
+    Raises:
+        EngineError: the model's config.json is missing or lacks the layer and head counts.
+    """
+    import json
+
+    try:
+        c = json.loads((Path(model_path) / "config.json").read_text())
+        heads = int(c["num_attention_heads"])
+        head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
+        per_token = 2 * int(c["num_hidden_layers"]) * int(c.get("num_key_value_heads") or heads) * head_dim
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise EngineError(f"can't size the KV cache from {model_path}/config.json ({type(e).__name__}: {e}); "
+                          "pass a model directory with a transformers config") from None
+    return per_token * (4 if dtype == "float32" else 2)
 
 
 def _reload_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> None:
@@ -91,9 +112,14 @@ class VLLMEngine(RolloutEngine):
         dtype: "float32" (faster on this CPU) or "bfloat16".
         max_model_len: prompt + completion cap in tokens.
         gpu_memory_utilization: fraction of device memory for weights + KV cache; on the
-            CPU build the share of RAM for the KV cache alone (passed to vLLM as
-            ``kv_cache_memory_bytes``; it must be free when the engine starts). None picks
-            0.3 on CPU, 0.85 on GPU.
+            CPU build the most of RAM the KV cache may take (it must be free when the engine
+            starts). None picks 0.3 on CPU, 0.85 on GPU.
+        kv_cache_tokens: on CPU, the KV cache is sized to hold this many tokens
+            (`kv_bytes_per_token` each: 46 KB for SmolLM2-135M in float32), capped at
+            `gpu_memory_utilization` of RAM, and passed to vLLM as ``kv_cache_memory_bytes``;
+            sequences beyond it wait their turn. None: ``DEFAULT_KV_SEQUENCES`` full windows
+            (32 x 1024 tokens, 1.5 GB for SmolLM2-135M) instead of a share of RAM (7 GB of a
+            24 GB machine). Ignored on GPU, where vLLM sizes it from `gpu_memory_utilization`.
         enable_prefix_caching: reuse KV cache across requests sharing a prefix (the G
             samples of a group share their prompt).
         enforce_eager: skip torch.compile at start-up. On this CPU compiling SmolLM2 takes
@@ -127,6 +153,7 @@ class VLLMEngine(RolloutEngine):
         dtype: str = "float32",
         max_model_len: int = 1024,
         gpu_memory_utilization: float | None = None,
+        kv_cache_tokens: int | None = None,
         enable_prefix_caching: bool = True,
         enforce_eager: bool = False,
         block_size: int | None = DEFAULT_BLOCK_SIZE,
@@ -148,10 +175,15 @@ class VLLMEngine(RolloutEngine):
         if current_platform.is_cpu():
             # vLLM's CPU worker reads the fraction as a budget for the whole process (its RSS
             # counts against it): in a big process (a learner, a test session) a small fraction
-            # leaves a negative KV cache. Ask for the KV cache itself: that share of RAM.
+            # leaves a negative KV cache. Ask for the KV cache itself, sized to the work.
             import psutil
 
-            sched["kv_cache_memory_bytes"] = int(gpu_memory_utilization * psutil.virtual_memory().total)
+            tokens = kv_cache_tokens or DEFAULT_KV_SEQUENCES * max_model_len
+            if tokens < max_model_len:
+                raise EngineError(f"kv_cache_tokens ({tokens}) must hold at least one sequence of max_model_len "
+                                  f"({max_model_len}) tokens")
+            cap = int(gpu_memory_utilization * psutil.virtual_memory().total)
+            sched["kv_cache_memory_bytes"] = min(cap, tokens * kv_bytes_per_token(model_path, dtype))
         self.model_path = Path(model_path)
         self.max_model_len = self.window = max_model_len
         self._calls = 0  # generate calls: request ids are "rlwb-<call>-<prompt>"
