@@ -33,6 +33,8 @@ METRIC_PANELS: dict[str, tuple[str, ...]] = {
     "Throughput (tokens/s)": ("rollout_tokens_per_s", "learner_tokens_per_s"),
     "Sandbox latency (ms)": ("sandbox/latency_p50_ms", "sandbox/latency_p99_ms"),
     "Time per phase (s)": ("time/generate", "time/verify", "time/learn", "time/sync"),
+    "Peak memory per phase (GiB, process RSS)": ("memory/rollout_peak_gb", "memory/learn_peak_gb",
+                                                 "memory/sync_peak_gb"),
     "Turns per episode": ("turns/*",),
     "Tool-call validity (valid calls / calls)": ("tools/call_validity/*",),
     "Tool calls per episode": ("tools/calls_per_episode/*",),

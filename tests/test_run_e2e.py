@@ -25,6 +25,13 @@ def test_tiny_run_completes_and_records_everything(tiny_run):
         assert required in names, required
     steps = sorted({m["step"] for m in store.run_metrics(run_id)})
     assert steps == list(range(1, TINY_RUN_STEPS + 1))
+    # peak memory per phase: a real process's RSS (above 100 MiB with torch loaded, below this machine's RAM)
+    peaks = [m["value"] for m in store.run_metrics(run_id) if m["name"].startswith("memory/")]
+    assert len(peaks) == 3 * TINY_RUN_STEPS and all(0.1 < v < 1024 for v in peaks)
+    # the shared-prefix learner computes fewer tokens than the sequences hold (groups of 4 share a prompt)
+    learn = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "learner_computed_tokens"}
+    tokens = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "learner_tokens"}
+    assert learn and all(learn[s] < tokens[s] for s in learn)
 
     rows = store.trajectories(run_id, limit=1000)
     assert len(rows) == TINY_RUN_STEPS * 2 * 4

@@ -90,7 +90,7 @@ class RunConfig(BaseModel):
     rollout_engine: EngineKind = Field("vllm", description="vllm (default) or hf (transformers generate).")
     vllm_memory_fraction: float = Field(
         0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: the most of RAM the KV cache may "
-                                           "take; it is sized to a step's sequences at the full window below that).")
+                                           "take; it is sized to a step's sequences at the full window below that)."
     )
 
     overlap: bool = Field(

@@ -10,7 +10,9 @@ Not covered: the learner's metrics (`trainer.learner`), timings (`trainer.pipeli
 
 from __future__ import annotations
 
+import resource
 from collections import defaultdict
+from pathlib import Path
 
 from sandboxes.pool import percentile
 from trainer.audit import audit_metrics
@@ -96,3 +98,32 @@ def sandbox_metrics(executions: list[dict], runtime) -> dict[str, float]:
     for kind in ("error", "timeout", "oom", "harness"):
         out[f"sandbox/failures/{kind}"] = float(sum(r["outcome"] == kind for r in executions))
     return out
+
+
+class PeakRSS:
+    """The process's peak resident memory within a phase of a step: Linux's RSS high-water
+    mark (``VmHWM``), reset at the start of the phase through ``/proc/self/clear_refs``.
+    Where the kernel doesn't allow the reset (or there is no /proc), `read` gives the peak
+    since the process started (``ru_maxrss``). Threads share the process's memory: with
+    ``overlap`` a phase's peak includes the rollout running beside it."""
+
+    def __init__(self):
+        self.resettable = Path("/proc/self/clear_refs").exists()
+
+    def reset(self) -> None:
+        if self.resettable:
+            try:
+                Path("/proc/self/clear_refs").write_text("5")
+            except OSError:
+                self.resettable = False
+
+    def read_gb(self) -> float:
+        """Peak RSS since the last `reset` in GiB (2**30 bytes)."""
+        if self.resettable:
+            try:
+                for line in Path("/proc/self/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024 / 2**30
+            except OSError:
+                pass
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from trainer.config import RunConfig
 from trainer.curriculum import Curriculum
 from trainer.groups import StepGroups, collect_groups
-from trainer.metrics import rollout_metrics, sandbox_executions, sandbox_metrics
+from trainer.metrics import PeakRSS, rollout_metrics, sandbox_executions, sandbox_metrics
 from trainer.scoring import rollout
 from trainer.types import LearnerBatch, Sample
 
@@ -107,6 +107,7 @@ class StepPipeline:
         self.rng, self.pad_id, self.store, self.run_id = rng, pad_id, store, run_id
         self.runtime, self.curriculum = runtime, curriculum
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="rollout") if cfg.overlap else None
+        self._rss = PeakRSS()  # peak RSS per phase of a step
         self._pending: Future | None = None
         self.saved_rng_state = rng.getstate()
         self.saved_curriculum = copy.deepcopy(curriculum)
@@ -140,12 +141,15 @@ class StepPipeline:
             raised here, in the step that needed it).
         """
         t0 = time.perf_counter()
+        memory = {}
+        self._rss.reset()
         if self._pending is not None:
             rolled = self._pending.result()
             self._pending = None
         else:
             rolled = self._roll(step)
         exposed = time.perf_counter() - t0  # rollout time the learner did not hide
+        memory["memory/rollout_peak_gb"] = self._rss.read_gb()
         if self.curriculum is not None:
             self.curriculum.update(rolled.groups.rolled)
         self.saved_rng_state = self.rng.getstate()
@@ -155,21 +159,26 @@ class StepPipeline:
         got = rolled.groups
         learn: dict[str, float] = {}
         staleness = getattr(self.learner, "steps_done", 0) - rolled.policy_version
+        self._rss.reset()
         t1 = time.perf_counter()
         if got.batch:
             learn = self.learner.step(LearnerBatch.from_samples(got.batch, self.pad_id))
         t2 = time.perf_counter()
+        memory["memory/learn_peak_gb"] = self._rss.read_gb()
         if self._pending is not None and got.batch:  # never change the weights under a running rollout
             self._pending.exception()
+        self._rss.reset()
         t3 = time.perf_counter()
         if got.batch:
             self.engine.update_weights(self.learner.named_weights())
         t4 = time.perf_counter()
+        memory["memory/sync_peak_gb"] = self._rss.read_gb()
         metrics = self._metrics(rolled, learn, staleness)
         metrics.update({
             "time/learn": t2 - t1,
             "time/sync": t4 - t3,
             "time/rollout_wait": exposed + (t3 - t2),
+            **memory,
         })
         self.store.record_trajectories(self.run_id, step, got.samples)
         if self.runtime is not None:
