@@ -26,7 +26,7 @@ from trainer.models import MODELS, resolve_model
 FORM_FIELDS = ("name", "model", "algorithm", "mix", "domains", "difficulty", "group_size", "prompts_per_step",
                "micro_batch_size", "learning_rate", "kl_coef", "max_new_tokens", "max_turns", "steps",
                "rollout_engine", "sandbox_backend", "seed", "checkpoint_every", "eval_tasks_per_domain",
-               "eval_every", "overlap")
+               "eval_every", "overlap", "lora_rank")
 
 #: Filled in by the run itself; never copied from a cloned run.
 _RUN_FILLED = ("mix_spec",)

@@ -87,6 +87,13 @@ class RunConfig(BaseModel):
         "float32", description="Training and rollout dtype (float32 is faster than bf16 on this CPU)."
     )
     gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
+    lora_rank: int = Field(0, ge=0, le=1024, description="LoRA rank r (Hu et al., 2021, arXiv:2106.09685, with "
+                           "peft): train low-rank adapters instead of the weights; the KL reference is the base "
+                           "with the adapter off (no second copy). 0: full fine-tuning.")
+    lora_alpha: float = Field(32.0, gt=0.0, description="LoRA scaling alpha (the update is alpha / r x B A).")
+    lora_target_modules: list[str] = Field(
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], min_length=1,
+        description="Linear layers that get an adapter (names inside each decoder layer).")
     rollout_engine: EngineKind = Field("vllm", description="vllm (default) or hf (transformers generate).")
     vllm_memory_fraction: float = Field(
         0.3, gt=0.0, le=0.95, description="vLLM gpu_memory_utilization (on CPU: the most of RAM the KV cache may "

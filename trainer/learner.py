@@ -24,6 +24,13 @@ same loss and gradient up to float rounding (tests/trainer/test_packing.py); eac
 layout is checked against the padded one on the model at start-up, and a model whose
 attention can't take the shared-prefix mask falls back to "packed" with a notice.
 
+LoRA (``lora_rank > 0``, Hu et al., 2021, "LoRA", arXiv:2106.09685, through ``peft``): only
+the adapters train; the KL reference is the same model with the adapter disabled (no second
+copy of the weights); `named_weights` gives the merged weights (W + alpha/r B A) under HF
+names for the rollout engine's in-place sync; a checkpoint holds the merged HF weights (what
+evaluation and rollouts load) and the adapter in ``adapter/`` (what a resumed run loads onto
+the base).
+
 Not covered: multi-process launch (the deepspeed launcher sets RANK/WORLD_SIZE; this class
 then works per rank, but the training loop is single-process today) and ZeRO-3 weight
 gathering for sync.
@@ -31,6 +38,7 @@ gathering for sync.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -51,6 +59,49 @@ from trainer.checkpoints import replace_durably
 from trainer.types import LearnerBatch, PackedMicroBatch
 
 BATCHINGS = ("shared_prefix", "packed", "padded")
+ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint keeps its adapter here, beside the merged weights
+
+
+def _with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path | None) -> torch.nn.Module:
+    """`model` with LoRA adapters on `cfg.lora_target_modules`: fresh ones (B = 0, so the
+    policy starts as the base), or a resumed run's from ``init_from/adapter``.
+
+    Raises:
+        ConfigError: no target module matches a layer of the model, or `init_from` lacks its
+            adapter.
+    """
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if init_from is not None:
+        adapter = Path(init_from) / ADAPTER_DIR
+        if not (adapter / "adapter_config.json").exists():
+            raise ConfigError(f"{init_from} holds no LoRA adapter ({ADAPTER_DIR}/); resume it with lora_rank: 0, "
+                              "or start a new run")
+        return PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+    try:
+        return get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
+                                                target_modules=list(cfg.lora_target_modules)))
+    except ValueError as e:  # peft: "Target modules ... not found in the base model"
+        raise ConfigError(f"lora_target_modules {list(cfg.lora_target_modules)}: {e}; name linear layers of the "
+                          "model, e.g. q_proj, v_proj") from None
+
+
+def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The weights of a peft LoRA model as the plain HF model would name and hold them: each
+    adapted layer's W + its delta (alpha / r x B A), the adapters themselves left out.
+    Nothing in `model` changes."""
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    deltas = {f"{name}.base_layer.weight": module.get_delta_weight(module.active_adapters[0])
+              for name, module in base.named_modules() if isinstance(module, LoraLayer) and module.merged is False}
+    for name, t in base.state_dict().items():
+        if ".lora_" in name:
+            continue
+        t = t.detach()
+        if name in deltas:
+            t = t + deltas[name].to(t.dtype)
+        yield name.replace(".base_layer.", "."), t
 
 
 def _free_port() -> int:
@@ -336,7 +387,12 @@ class DeepSpeedLearner:
         groups._release_process_group_references(None)
         torch.manual_seed(cfg.seed)
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(init_from or model_path, dtype=torch.float32)
+        self.lora = cfg.lora_rank > 0
+        # LoRA: the adapters train on the base, a resumed run's from its checkpoint's adapter/
+        model = AutoModelForCausalLM.from_pretrained(model_path if self.lora else (init_from or model_path),
+                                                     dtype=torch.float32)
+        if self.lora:
+            model = _with_adapter(model, cfg, init_from)
         if batching == "shared_prefix":
             err = shared_prefix_error(model)
             if not err < 1e-3:
@@ -348,7 +404,7 @@ class DeepSpeedLearner:
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         self.ref_model = None
-        if cfg.kl_coef > 0:
+        if cfg.kl_coef > 0 and not self.lora:  # LoRA: the reference is the base, adapter off
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
             self.ref_model.requires_grad_(False)
         n = cfg.sequences_per_step
@@ -364,7 +420,8 @@ class DeepSpeedLearner:
             "wall_clock_breakdown": False,
         }
         optimizer = torch.optim.AdamW(
-            model.parameters(), lr=cfg.learning_rate, betas=(0.9, 0.999), weight_decay=cfg.weight_decay
+            [p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate, betas=(0.9, 0.999),
+            weight_decay=cfg.weight_decay
         )
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(cfg))
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
@@ -452,15 +509,31 @@ class DeepSpeedLearner:
             "learner_tokens_per_s": batch.num_tokens / seconds if seconds > 0 else 0.0,
         }
 
+    @property
+    def has_reference(self) -> bool:
+        """Whether the loss has a KL term to a reference (a frozen copy, or LoRA's base)."""
+        return self.cfg.kl_coef > 0
+
+    @contextlib.contextmanager
+    def _reference(self):
+        """The KL reference model for a no-grad forward: the frozen copy, or with LoRA the
+        policy with its adapter disabled (the base weights)."""
+        if self.ref_model is not None:
+            with torch.no_grad():
+                yield self.ref_model
+        else:
+            with torch.no_grad(), self.module.disable_adapter():
+                yield self.module
+
     def _padded_micro_step(self, micro: LearnerBatch, total_tokens: float) -> tuple[LossOutput, float]:
         """Forward pass and loss of one right-padded micro-batch; (loss, entropy sum in nats)."""
         ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
         mask = micro.completion_mask.to(self.device)
         first, temp = _first_completion_column(mask), self.cfg.temperature
         ref_lp = None
-        if self.ref_model is not None:
-            with torch.no_grad():
-                ref_lp, _ = token_logprobs(self.ref_model, ids, att, first_scored=first, temperature=temp)
+        if self.has_reference:
+            with self._reference() as ref:
+                ref_lp, _ = token_logprobs(ref, ids, att, first_scored=first, temperature=temp)
         logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first, temperature=temp)
         out = policy_loss(
             logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask,
@@ -482,9 +555,9 @@ class DeepSpeedLearner:
         mask, temp = micro.completion_mask.to(dev).unsqueeze(1), self.cfg.temperature
         allow = None if micro.attention_mask is None else micro.attention_mask.to(dev)
         ref_lp = None
-        if self.ref_model is not None:
-            with torch.no_grad():
-                ref_lp, _ = packed_token_logprobs(self.ref_model, self.ref_model.get_output_embeddings(),
+        if self.has_reference:
+            with self._reference() as ref:
+                ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(),
                                                   ids, pos, index, targets, temperature=temp, attention_mask=allow)
                 ref_lp = ref_lp.unsqueeze(1)
         logp, ent = packed_token_logprobs(self.engine, self.module.get_output_embeddings(), ids, pos, index,
@@ -504,6 +577,9 @@ class DeepSpeedLearner:
         tied ``lm_head`` stale unless ``lm_head.weight`` is sent too (measured: logprob
         error 0.36 nats without it, 1e-6 with it).
         """
+        if self.lora:
+            yield from merged_weights(self.module)
+            return
         for name, t in self.module.state_dict().items():
             yield name, t.detach()
 
@@ -531,7 +607,12 @@ class DeepSpeedLearner:
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        self.module.save_pretrained(tmp, safe_serialization=True)
+        if self.lora:  # the merged HF weights (rollouts, evaluation) and the adapter (resume)
+            base = self.module.get_base_model()
+            base.save_pretrained(tmp, state_dict=dict(merged_weights(self.module)), safe_serialization=True)
+            self.module.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
+        else:
+            self.module.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         for name, data in (extra or {}).items():

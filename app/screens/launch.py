@@ -36,6 +36,7 @@ NUMBERS = [
     ("seed", "Seed", int, 1), ("checkpoint_every", "Checkpoint every N steps (0: end only)", int, 1),
     ("eval_tasks_per_domain", "Held-out eval tasks per domain", int, 1),
     ("eval_every", "Evaluate every N steps (0: before and after only)", int, 1),
+    ("lora_rank", "LoRA rank (0: full fine-tuning)", int, 1),
 ]
 
 

@@ -88,6 +88,7 @@ def test_a_valid_form_launches_a_background_run(tmp_path, monkeypatch, tiny_mode
     at.number_input(key="launch_group_size").set_value(2)
     at.number_input(key="launch_micro_batch_size").set_value(2)
     at.checkbox(key="launch_overlap").check()
+    at.number_input(key="launch_lora_rank").set_value(8)
     at.text_area(key="launch_other").input(f"output_dir: {tmp_path / 'out'}\nvllm_compile: false\n")
     _submit(at)
     assert not _errors(at)
@@ -96,7 +97,7 @@ def test_a_valid_form_launches_a_background_run(tmp_path, monkeypatch, tiny_mode
         try:
             assert run["name"] == "from-the-form" and run["pid"]
             assert run["config"]["algorithm"] == "rloo" and run["config"]["domains"] == {"chain_sum": 1.0}
-            assert run["config"]["overlap"] is True
+            assert run["config"]["overlap"] is True and run["config"]["lora_rank"] == 8
             assert run["config"]["steps"] == 50 and run["config"]["output_dir"] == str(tmp_path / "out")
             assert process_alive(run["pid"])  # a process of its own, not the page's
         finally:

@@ -1,0 +1,111 @@
+"""LoRA runs (lora_rank > 0): only the adapters train, the reference is the base with the
+adapter off, the weight sync sends the merged weights (the engine's logprobs match the
+learner's after a step), checkpoints hold merged HF weights and the adapter, and a resumed
+learner continues from the adapter."""
+
+import pytest
+import torch
+
+from core.errors import ConfigError
+from trainer.config import RunConfig
+from trainer.types import Completion, LearnerBatch, Sample
+
+
+def _cfg(tiny_model_dir, **kw) -> RunConfig:
+    return RunConfig(**{"domains": ["basic_arithmetic"], "prompts_per_step": 2, "group_size": 2,
+                        "micro_batch_size": 2, "learning_rate": 1e-2, "kl_coef": 0.1, "lora_rank": 4,
+                        "model": str(tiny_model_dir), **kw})
+
+
+def _batch(seed: int = 0) -> LearnerBatch:
+    g = torch.Generator().manual_seed(seed)
+    samples = []
+    for group in range(2):
+        prompt = torch.randint(3, 1000, (6,), generator=g).tolist()
+        for i in range(2):
+            ids = torch.randint(3, 1000, (5,), generator=g).tolist()
+            samples.append(Sample("basic_arithmetic", group, group, i, "p", prompt,
+                                  Completion(ids, (-torch.rand(5, generator=g) - 1).tolist(), "x", "length"),
+                                  advantage=1.0 if i == 0 else -1.0))
+    return LearnerBatch.from_samples(samples, pad_id=0)
+
+
+@pytest.fixture(scope="module")
+def stepped(tiny_model_dir):
+    """A LoRA learner after two optimizer steps, and the base weights it started from."""
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import DeepSpeedLearner
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
+    learner = DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir))
+    first = learner.step(_batch(0))
+    learner.step(_batch(1))
+    yield learner, base, first
+    learner.close()
+
+
+def test_only_the_adapters_train_and_the_reference_is_the_base(stepped):
+    learner, base, first = stepped
+    assert learner.ref_model is None  # no second copy of the weights
+    assert first["kl"] == pytest.approx(0.0, abs=1e-7)  # B starts at 0: the policy is the base at step 1
+    trainable = sum(p.numel() for p in learner.module.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in learner.module.parameters())
+    assert 0 < trainable < 0.2 * total
+    merged = dict(learner.named_weights())
+    assert set(merged) == set(base)  # plain HF names, no adapter tensors
+    frozen = {k: v for k, v in learner.module.get_base_model().state_dict().items() if ".lora_" not in k}
+    for k, v in frozen.items():  # the base weights did not move
+        assert torch.equal(v, base[k.replace(".base_layer.", ".")]), k
+    moved = [k for k in base if not torch.equal(merged[k], base[k])]
+    assert moved and all("proj" in k for k in moved)  # the adapted layers' merged weights changed
+
+
+def test_the_engine_scores_like_the_learner_after_the_merged_sync(stepped, tiny_model_dir):
+    pytest.importorskip("vllm")
+    from trainer.rollout import open_engine
+
+    learner, _, _ = stepped
+    batch = _batch(2)
+    want = learner.logprobs(batch)
+    prompt_len = 6
+    with open_engine("vllm", tiny_model_dir, seed=0, gpu_memory_utilization=0.05, enforce_eager=True) as engine:
+        ids = batch.input_ids[0].tolist()
+        before = torch.tensor(engine.score(ids[:prompt_len], ids[prompt_len:11]))
+        engine.update_weights(learner.named_weights())
+        after = torch.tensor(engine.score(ids[:prompt_len], ids[prompt_len:11]))
+    assert (after - want[0, prompt_len:11]).abs().max().item() < 1e-3
+    assert (after - before).abs().max().item() > 1e-2  # the sync changed what the engine computes
+
+
+def test_a_checkpoint_holds_merged_weights_and_the_adapter_and_resumes(stepped, tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import ADAPTER_DIR, DeepSpeedLearner, token_logprobs
+
+    learner, _, _ = stepped
+    path = learner.save_checkpoint(tmp_path / "step-2")
+    assert (path / ADAPTER_DIR / "adapter_config.json").exists()
+    plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    batch = _batch(3)
+    with torch.no_grad():
+        lp, _ = token_logprobs(plain, batch.input_ids, batch.attention_mask)
+    want = learner.logprobs(batch)
+    assert ((lp * batch.completion_mask) - want).abs().max().item() < 1e-4
+    resumed = DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir), init_from=path, steps_done=2)
+    try:
+        assert (resumed.logprobs(batch) - want).abs().max().item() < 1e-5
+        with torch.no_grad(), resumed.module.disable_adapter():  # its reference is still the base
+            base_lp, _ = token_logprobs(resumed.module, batch.input_ids, batch.attention_mask)
+        assert ((base_lp * batch.completion_mask) - want).abs().max().item() > 1e-3
+    finally:
+        resumed.close()
+    with pytest.raises(ConfigError, match="holds no LoRA adapter"):
+        DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir), init_from=tiny_model_dir)
+
+
+def test_target_modules_that_match_nothing_are_refused(tiny_model_dir):
+    from trainer.learner import DeepSpeedLearner
+
+    with pytest.raises(ConfigError, match="lora_target_modules"):
+        DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir, lora_target_modules=["no_such_layer"]))
