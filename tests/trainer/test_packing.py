@@ -90,7 +90,7 @@ def tiny_lm(tiny_model_dir):
 
 def _packed_logprobs(model, batch: LearnerBatch, rows: int, restart: bool = True) -> torch.Tensor:
     """(N, T) logprobs of the completion tokens, scored packed, laid out as the padded batch."""
-    from trainer.learner import packed_token_logprobs
+    from trainer.logprobs import packed_token_logprobs
 
     out = torch.zeros_like(batch.old_logprobs)
     for m in batch.packed_micro_batches(rows):
@@ -105,7 +105,7 @@ def _packed_logprobs(model, batch: LearnerBatch, rows: int, restart: bool = True
 
 
 def test_packed_logprobs_equal_padded_logprobs(tiny_lm):
-    from trainer.learner import token_logprobs
+    from trainer.logprobs import token_logprobs
 
     batch = _batch()
     with torch.no_grad():
@@ -121,7 +121,7 @@ def test_packed_logprobs_equal_padded_logprobs(tiny_lm):
 
 def test_logprobs_are_taken_at_the_sampling_temperature(tiny_lm):
     # log_softmax(logits / T) of the scored tokens, padded and packed alike (as TRL, verl)
-    from trainer.learner import packed_token_logprobs, token_logprobs
+    from trainer.logprobs import packed_token_logprobs, token_logprobs
 
     batch, temp = _batch(), 0.7
     with torch.no_grad():
@@ -150,7 +150,7 @@ def test_logprobs_are_taken_at_the_sampling_temperature(tiny_lm):
 def _loss_grads(model, ref, batch: LearnerBatch, packed: bool) -> dict[str, torch.Tensor]:
     """Gradients of the step's GRPO loss (clip, k3 KL to `ref`) from micro-batches of 3."""
     from trainer.algorithms.grpo import policy_loss
-    from trainer.learner import packed_token_logprobs, token_logprobs
+    from trainer.logprobs import packed_token_logprobs, token_logprobs
 
     model.zero_grad(set_to_none=True)
     total = float(batch.completion_mask.sum())
@@ -236,9 +236,9 @@ def test_a_model_without_packed_attention_is_refused(tiny_lm, monkeypatch):
     attention runs across the sequences of a row: the learner says so at start-up."""
     from transformers import masking_utils
 
-    from trainer.learner import _check_packing
+    from trainer.logprobs import check_packing
 
-    _check_packing(tiny_lm)  # this transformers supports it
+    check_packing(tiny_lm)  # this transformers supports it
     monkeypatch.setattr(masking_utils, "find_packed_sequence_indices", lambda position_ids: None)
     with pytest.raises(ConfigError, match="batching='padded'"):
-        _check_packing(tiny_lm)
+        check_packing(tiny_lm)

@@ -82,7 +82,7 @@ def tiny_lm(tiny_model_dir, request):
 
 def _shared_logprobs(model, batch: LearnerBatch, rows: int, temperature: float = 1.0,
                      mask: bool = True) -> torch.Tensor:
-    from trainer.learner import packed_token_logprobs
+    from trainer.logprobs import packed_token_logprobs
 
     out = torch.zeros_like(batch.old_logprobs)
     for m in batch.shared_prefix_micro_batches(rows):
@@ -97,7 +97,7 @@ def _shared_logprobs(model, batch: LearnerBatch, rows: int, temperature: float =
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_shared_prefix_logprobs_equal_padded_logprobs(tiny_lm, temperature):
-    from trainer.learner import token_logprobs
+    from trainer.logprobs import token_logprobs
 
     batch = _batch()
     with torch.no_grad():
@@ -110,16 +110,16 @@ def test_shared_prefix_logprobs_equal_padded_logprobs(tiny_lm, temperature):
 
 
 def test_the_start_up_check_passes_here_and_catches_a_model_that_ignores_the_mask(tiny_lm, monkeypatch):
-    from trainer import learner
+    from trainer import logprobs
 
-    assert learner.shared_prefix_error(tiny_lm) < 1e-4
-    monkeypatch.setattr(learner, "model_attention_mask", lambda model, allow: None)  # attention ignores it
-    assert learner.shared_prefix_error(tiny_lm) > 1e-3
+    assert logprobs.shared_prefix_error(tiny_lm) < 1e-4
+    monkeypatch.setattr(logprobs, "model_attention_mask", lambda model, allow: None)  # attention ignores it
+    assert logprobs.shared_prefix_error(tiny_lm) > 1e-3
 
 
 def _grads(model, ref, batch: LearnerBatch, shared: bool) -> dict[str, torch.Tensor]:
     from trainer.algorithms.grpo import policy_loss
-    from trainer.learner import packed_token_logprobs, token_logprobs
+    from trainer.logprobs import packed_token_logprobs, token_logprobs
 
     model.zero_grad(set_to_none=True)
     kw = {"clip_eps": 0.2, "kl_coef": 0.1, "num_tokens_total": float(batch.completion_mask.sum())}
