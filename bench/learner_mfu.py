@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import statistics
 import sys
 import tempfile
@@ -176,21 +175,18 @@ def matmul_peak(device: str, dtype_name: str, n: int, repeats: int = 5) -> float
 
 
 class PeakMemory:
-    """Peak memory of one step: the RSS high-water mark (Linux ``VmHWM``, reset before the
-    step through ``/proc/self/clear_refs``) and, on CUDA, the allocator's peak."""
+    """Peak memory of one step: the RSS high-water mark (`trainer.metrics.PeakRSS`, reset
+    before the step) and, on CUDA, the allocator's peak."""
 
     def __init__(self, cuda: bool):
-        self.cuda = cuda
-        self.resettable = Path("/proc/self/clear_refs").exists()
+        from trainer.metrics import PeakRSS
+
+        self.cuda, self.rss = cuda, PeakRSS()
 
     def reset(self) -> None:
         import torch
 
-        if self.resettable:
-            try:
-                Path("/proc/self/clear_refs").write_text("5")
-            except OSError:
-                self.resettable = False
+        self.rss.reset()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
 
@@ -199,12 +195,7 @@ class PeakMemory:
         where the kernel doesn't allow the reset)."""
         import torch
 
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        if self.resettable:
-            for line in Path("/proc/self/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    rss = int(line.split()[1]) * 1024
-        return rss, torch.cuda.max_memory_allocated() if self.cuda else None
+        return int(self.rss.read_gb() * 2**30), torch.cuda.max_memory_allocated() if self.cuda else None
 
 
 def measure(learner, batches, modes: tuple[str, ...]) -> dict[str, list[dict]]:

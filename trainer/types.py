@@ -168,18 +168,7 @@ class LearnerBatch:
         if rows < 1:
             raise ValueError(f"rows must be >= 1, got {rows}")
         lengths = self.attention_mask.sum(dim=1).tolist()
-        capacity = max(lengths)
-        bins: list[list[int]] = []  # sequence indices per row
-        fill: list[int] = []
-        for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):  # first-fit decreasing
-            for b, used in enumerate(fill):
-                if used + lengths[i] <= capacity:
-                    bins[b].append(i)
-                    fill[b] += lengths[i]
-                    break
-            else:
-                bins.append([i])
-                fill.append(lengths[i])
+        bins = _first_fit_decreasing(lengths, max(lengths))  # sequence indices per row
         return [self._pack(bins[s : s + rows], lengths, pad_id) for s in range(0, len(bins), rows)]
 
     def _pack(self, bins: list[list[int]], lengths: list[int], pad_id: int) -> "PackedMicroBatch":
@@ -249,17 +238,7 @@ class LearnerBatch:
         seg_len = [prefix[g[0]] + sum(lengths[i] - prefix[i] for i in g) for g in segments]
         capacity = max(max(lengths), max(seg_len))
         per_micro = max(1, rows * max(lengths) // capacity)
-        bins: list[list[int]] = []  # segment indices per row
-        fill: list[int] = []
-        for g in sorted(range(len(segments)), key=lambda g: -seg_len[g]):  # first-fit decreasing
-            for b, used in enumerate(fill):
-                if used + seg_len[g] <= capacity:
-                    bins[b].append(g)
-                    fill[b] += seg_len[g]
-                    break
-            else:
-                bins.append([g])
-                fill.append(seg_len[g])
+        bins = _first_fit_decreasing(seg_len, capacity)  # segment indices per row
         return [self._pack_shared([[segments[g] for g in b] for b in bins[s : s + per_micro]], prefix, lengths,
                                   pad_id) for s in range(0, len(bins), per_micro)]
 
@@ -337,6 +316,23 @@ class LearnerBatch:
             attention[i, : p + c] = 1
         adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
         return cls(input_ids, attention, comp_mask, old_lp, adv)
+
+
+def _first_fit_decreasing(sizes: list[int], capacity: int) -> list[list[int]]:
+    """Bin packing: the indices of `sizes` (tokens) placed longest first into the first bin
+    (a row of `capacity` tokens) with room, else a new one. Returns the indices per bin."""
+    bins: list[list[int]] = []
+    fill: list[int] = []
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        for b, used in enumerate(fill):
+            if used + sizes[i] <= capacity:
+                bins[b].append(i)
+                fill[b] += sizes[i]
+                break
+        else:
+            bins.append([i])
+            fill.append(sizes[i])
+    return bins
 
 
 @dataclass

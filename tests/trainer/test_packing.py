@@ -147,8 +147,9 @@ def test_logprobs_are_taken_at_the_sampling_temperature(tiny_lm):
     assert ((out * batch.completion_mask) - want).abs().max().item() < 1e-4
 
 
-def _loss_grads(model, ref, batch: LearnerBatch, packed: bool) -> dict[str, torch.Tensor]:
-    """Gradients of the step's GRPO loss (clip, k3 KL to `ref`) from micro-batches of 3."""
+def _loss_grads(model, ref, batch: LearnerBatch, packed: bool, shared: bool = False) -> dict[str, torch.Tensor]:
+    """Gradients of the step's GRPO loss (clip, k3 KL to `ref`) from micro-batches of 3: padded,
+    packed, or (`shared`) shared-prefix ones of 2 sequences' worth of tokens."""
     from trainer.algorithms.grpo import policy_loss
     from trainer.logprobs import packed_token_logprobs, token_logprobs
 
@@ -156,11 +157,12 @@ def _loss_grads(model, ref, batch: LearnerBatch, packed: bool) -> dict[str, torc
     total = float(batch.completion_mask.sum())
     kw = {"clip_eps": 0.2, "kl_coef": 0.1, "num_tokens_total": total}
     if packed:
-        for m in batch.packed_micro_batches(3):
+        for m in batch.shared_prefix_micro_batches(2) if shared else batch.packed_micro_batches(3):
             args = (m.input_ids, m.position_ids, m.logit_index, m.targets)
-            lp, _ = packed_token_logprobs(model, model.get_output_embeddings(), *args)
+            lp, _ = packed_token_logprobs(model, model.get_output_embeddings(), *args, attention_mask=m.attention_mask)
             with torch.no_grad():
-                ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(), *args)
+                ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(), *args,
+                                                  attention_mask=m.attention_mask)
             policy_loss(lp[:, None], m.old_logprobs[:, None], m.advantages, m.completion_mask[:, None],
                         ref_logprobs=ref_lp[:, None], **kw).loss.backward()
     else:

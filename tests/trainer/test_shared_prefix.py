@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from trainer.config import RunConfig
+from tests.trainer.test_packing import _loss_grads
 from trainer.types import Completion, LearnerBatch, Sample
 
 GROUPS = ((9, (16, 2, 5)), (14, (3, 1, 7)), (5, (12, 4, 6)))  # (prompt tokens, completion tokens per sample)
@@ -117,32 +118,6 @@ def test_the_start_up_check_passes_here_and_catches_a_model_that_ignores_the_mas
     assert logprobs.shared_prefix_error(tiny_lm) > 1e-3
 
 
-def _grads(model, ref, batch: LearnerBatch, shared: bool) -> dict[str, torch.Tensor]:
-    from trainer.algorithms.grpo import policy_loss
-    from trainer.logprobs import packed_token_logprobs, token_logprobs
-
-    model.zero_grad(set_to_none=True)
-    kw = {"clip_eps": 0.2, "kl_coef": 0.1, "num_tokens_total": float(batch.completion_mask.sum())}
-    if shared:
-        for m in batch.shared_prefix_micro_batches(2):
-            args = (m.input_ids, m.position_ids, m.logit_index, m.targets)
-            lp, _ = packed_token_logprobs(model, model.get_output_embeddings(), *args,
-                                          attention_mask=m.attention_mask)
-            with torch.no_grad():
-                ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(), *args,
-                                                  attention_mask=m.attention_mask)
-            policy_loss(lp[:, None], m.old_logprobs[:, None], m.advantages, m.completion_mask[:, None],
-                        ref_logprobs=ref_lp[:, None], **kw).loss.backward()
-    else:
-        for m in batch.micro_batches(3):
-            lp, _ = token_logprobs(model, m.input_ids, m.attention_mask)
-            with torch.no_grad():
-                ref_lp, _ = token_logprobs(ref, m.input_ids, m.attention_mask)
-            policy_loss(lp, m.old_logprobs, m.advantages, m.completion_mask, ref_logprobs=ref_lp,
-                        **kw).loss.backward()
-    return {k: p.grad.clone() for k, p in model.named_parameters()}
-
-
 def test_shared_prefix_loss_has_the_padded_gradient(tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
@@ -152,7 +127,7 @@ def test_shared_prefix_loss_has_the_padded_gradient(tiny_model_dir):
         for p in ref.parameters():
             p.add_(torch.randn_like(p) * 0.01)
     batch = _batch()
-    shared, padded = _grads(model, ref, batch, True), _grads(model, ref, batch, False)
+    shared, padded = _loss_grads(model, ref, batch, packed=True, shared=True), _loss_grads(model, ref, batch, packed=False)
     scale = max(g.abs().max().item() for g in padded.values())
     assert scale > 1e-3
     for k in padded:
