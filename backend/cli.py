@@ -56,7 +56,10 @@ def cmd_ui(args) -> int:
         env[TOKEN_ENV] = token  # to the page through the environment, never argv (visible in ps)
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", args.host,
            "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--client.toolbarMode", "viewer"]
+           "--client.toolbarMode", "viewer",
+           # no file watcher: the page is not being edited, and the watcher walks every imported
+           # module (transformers.models.*: one torchvision traceback each, thousands an hour)
+           "--server.fileWatcherType", "none"]
     gate = (f"; the page asks for the access token (or open it with ?token=... appended; "
             f"the token is in {TOKEN_ENV} or --token)") if token else ""
     print(f"RL Workbench page: http://{args.host}:{args.port}{gate}  (Ctrl-C to stop)", flush=True)

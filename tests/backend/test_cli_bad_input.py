@@ -111,3 +111,24 @@ def test_relative_paths_are_stored_absolute(tiny_model_dir, tmp_path, monkeypatc
                                        "domains: [chain_sum]\noutput_dir: out/runs\n"))
     assert cfg.output_dir == str(tmp_path / "out" / "runs")
     assert cfg.model == str(tiny_model_dir)
+
+
+def test_the_page_server_starts_without_a_file_watcher(monkeypatch, tmp_path):
+    """`rlwb ui` becomes `streamlit run` with the file watcher off (it floods the terminal
+    with a traceback per transformers model module it walks)."""
+    import os
+
+    from backend import cli
+
+    seen = {}
+
+    def fake_execve(path, argv, env):
+        seen.update(argv=argv, env=env)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execve", fake_execve)
+    with pytest.raises(SystemExit):
+        cli.main(["--db", str(tmp_path / "wb.db"), "ui", "--port", "8599"])
+    argv = seen["argv"]
+    assert argv[argv.index("--server.fileWatcherType") + 1] == "none"
+    assert argv[argv.index("--server.port") + 1] == "8599"

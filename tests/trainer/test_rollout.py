@@ -225,3 +225,19 @@ def test_the_kv_cache_is_sized_to_the_work_not_to_the_machine(vllm_engine, tiny_
         open_engine("vllm", tiny_model_dir, max_model_len=256, kv_cache_tokens=100)
     with pytest.raises(EngineError, match="config.json"):
         kv_bytes_per_token(tiny_model_dir / "missing", "float32")
+
+
+def test_the_rotary_reload_warning_is_dropped_and_nothing_else(vllm_engine):
+    import logging
+
+    from trainer.rollout.vllm_engine import RELOAD_LOGGER
+
+    logger = logging.getLogger(RELOAD_LOGGER)
+
+    def passes(msg, args):
+        return all(f.filter(logger.makeRecord(RELOAD_LOGGER, logging.WARNING, "f", 1, msg, args, None))
+                   for f in logger.filters)
+
+    assert not passes("%s: Failed to load weights", ("RotaryEmbedding",))
+    assert passes("%s: Failed to load weights", ("QKVParallelLinear",))  # a real failure still shows
+    assert passes("something else", ())

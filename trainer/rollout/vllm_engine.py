@@ -28,6 +28,7 @@ A script using it needs an ``if __name__ == "__main__":`` guard.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -57,6 +58,20 @@ from trainer.rollout.base import GroupCallback, RolloutEngine  # noqa: E402
 from trainer.types import Completion  # noqa: E402
 
 _DTYPES = ("float32", "bfloat16")
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+class _RotaryReloadFilter(logging.Filter):
+    """Drops vLLM's "RotaryEmbedding: Failed to load weights" warning, logged at every in-place
+    weight update: the rotary cache is computed from the config, never loaded (an HF state
+    dict holds no such tensor), so the warning is always true and never a problem. Every other
+    record of that logger passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "%s: Failed to load weights" and record.args == ("RotaryEmbedding",))
+
+
+logging.getLogger(RELOAD_LOGGER).addFilter(_RotaryReloadFilter())
 # KV cache block (tokens); see `VLLMEngine`'s ``block_size`` and bench/rollout_throughput.py.
 DEFAULT_BLOCK_SIZE = 32
 DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU: this many sequences of a full window (the quickstart's step)
