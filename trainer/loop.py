@@ -48,6 +48,7 @@ from trainer.evaluate import evaluate_samples, record_heldout
 from trainer.learner import DeepSpeedLearner
 from trainer.pipeline import StepPipeline
 from trainer.placement import maybe_runtime, open_run_engine
+from trainer.rollout.base import DEFAULT_KV_SEQUENCES
 from trainer.window import run_window
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -94,11 +95,11 @@ def engine_options(cfg: RunConfig, model_path, tokenizer=None) -> dict:
     window = run_window(cfg, model_path, tokenizer)
     if cfg.rollout_engine != "vllm":
         return {}
-    # the KV cache holds a step's sequences at the full window (at least 32 of them, for the
-    # held-out evaluation's batches), capped at vllm_memory_fraction of RAM
+    # the KV cache holds a step's sequences at the full window (at least DEFAULT_KV_SEQUENCES of
+    # them, for the held-out evaluation's batches), capped at vllm_memory_fraction of RAM
     return {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile,
             "tensor_parallel_size": cfg.tensor_parallel_size, "max_model_len": window,
-            "kv_cache_tokens": max(cfg.sequences_per_step, 32) * window}
+            "kv_cache_tokens": max(cfg.sequences_per_step, DEFAULT_KV_SEQUENCES) * window}
 
 
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,

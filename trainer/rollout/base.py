@@ -14,6 +14,8 @@ import torch
 
 from trainer.types import Completion
 
+DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU: this many sequences of a full window (the quickstart's step)
+
 #: ``on_group(i, completions)``: prompt i's n completions are done (see `RolloutEngine.generate`).
 GroupCallback = Callable[[int, list[Completion]], None]
 

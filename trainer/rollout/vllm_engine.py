@@ -54,7 +54,7 @@ from vllm.sampling_params import RequestOutputKind  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
 
 from core.errors import EngineError  # noqa: E402
-from trainer.rollout.base import GroupCallback, RolloutEngine  # noqa: E402
+from trainer.rollout.base import DEFAULT_KV_SEQUENCES, GroupCallback, RolloutEngine  # noqa: E402
 from trainer.types import Completion  # noqa: E402
 
 _DTYPES = ("float32", "bfloat16")
@@ -74,7 +74,6 @@ class _RotaryReloadFilter(logging.Filter):
 logging.getLogger(RELOAD_LOGGER).addFilter(_RotaryReloadFilter())
 # KV cache block (tokens); see `VLLMEngine`'s ``block_size`` and bench/rollout_throughput.py.
 DEFAULT_BLOCK_SIZE = 32
-DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU: this many sequences of a full window (the quickstart's step)
 
 
 def kv_bytes_per_token(model_path: str | Path, dtype: str) -> int:
