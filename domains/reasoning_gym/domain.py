@@ -74,6 +74,9 @@ class ReasoningGymDomain(TextDomain):
             held-out side, so the two never share a question.
         generate: Optional custom item function `(dataset, seed, level) -> entry`; None
             means `dataset[seed]`, which reasoning-gym seeds as `Random(dataset.seed + idx)`.
+        upstream: The reasoning-gym dataset whose config `levels` are and whose
+            `score_answer` scores; "" means `name` (a hand-made domain with its own
+            `generate` may borrow another dataset's verifier).
     """
 
     name: str
@@ -89,15 +92,18 @@ class ReasoningGymDomain(TextDomain):
     multiple_answers: bool = False
     needs_sandbox = False
     generate: Callable[[Any, int, int], dict] | None = field(default=None, repr=False, compare=False)
+    upstream: str = ""
 
     def __post_init__(self) -> None:
+        if not self.upstream:
+            object.__setattr__(self, "upstream", self.name)
         if not self.source:
-            object.__setattr__(self, "source", f"reasoning-gym {RG_VERSION}, {self.name}")
+            object.__setattr__(self, "source", f"reasoning-gym {RG_VERSION}, {self.upstream}")
 
     @property
     def environment(self) -> dict:
         """Where tasks run and how they are verified, for the catalogue."""
-        return {"runtime": "in-process", "verifier": f"reasoning_gym {self.name}.score_answer, pass = score 1",
+        return {"runtime": "in-process", "verifier": f"reasoning_gym {self.upstream}.score_answer, pass = score 1",
                 "answer_format": self.answer_format}
 
     def messages(self, task: Task) -> list[dict]:
@@ -322,7 +328,7 @@ def _dataset(domain: ReasoningGymDomain, difficulty: int) -> Any:
 
         # seeded: list_functions draws its pool from the global `random`
         with _GLOBAL_STATE, _seeded_global_random(f"{domain.name} {difficulty} build"):
-            ds = reasoning_gym.create_dataset(domain.name, **{"seed": 0, **domain.levels[difficulty]})
+            ds = reasoning_gym.create_dataset(domain.upstream, **{"seed": 0, **domain.levels[difficulty]})
             if domain.name in CLASS_STATE:
                 _CLASS_STATE_KEPT[id(ds)] = (CLASS_STATE[domain.name], getattr(type(ds), CLASS_STATE[domain.name]))
             _DATASETS[key] = ds
