@@ -14,6 +14,7 @@ import pandas as pd
 
 from backend import views
 from backend.store import Store, default_db_path
+from backend.user_domains import register_stored
 
 
 def db_path() -> str:
@@ -28,7 +29,9 @@ def get_store(path: str) -> Store:
     Raises:
         WorkbenchError: if the database was written by a newer rlwb.
     """
-    return Store(path)
+    store = Store(path)
+    register_stored(store, quiet=True)  # the user domains, beside the built-in ones
+    return store
 
 
 @st.cache_data(ttl=5, show_spinner=False)

@@ -6,6 +6,7 @@
     rlwb ui                         start the Streamlit page
     rlwb sandbox build-image|status|gc|exec|work   sandboxes (Docker engine or local fallback)
     rlwb domains list | show NAME | validate [NAME ...|--all]   the domain catalogue
+    rlwb domains add | update | remove | export | import         your own domains (cli_domains.py)
     rlwb mix create|update|list|show                            named, versioned mixes
     rlwb eval MODEL --mix NAME | list | show | report | samples   evaluations (cli_eval.py)
     rlwb eval context-length MODEL, rlwb retrieval index|search   long context (cli_retrieval.py)
@@ -28,7 +29,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from backend import cli_eval, cli_retrieval, cli_runs
+from backend import cli_domains, cli_eval, cli_retrieval, cli_runs
 from core.choices import SANDBOX_BACKENDS
 from backend.cli_common import isolation_notice, open_store, positive
 from core.errors import WorkbenchError
@@ -182,9 +183,10 @@ def _prompt_lengths(model: str):
 
 
 def cmd_domains_show(args) -> int:
+    store = open_store(args)  # first: it registers the user domains
     d = get_domain(args.name)
     if args.json:
-        report = open_store(args).validation_report(d.name)
+        report = store.validation_report(d.name)
         print(json.dumps({"name": d.name, "family": d.family, "kind": d.kind, "description": d.description,
                           "source": d.source, "license": d.license,
                           "levels": {str(k): v for k, v in d.level_notes.items()},
@@ -216,7 +218,7 @@ def cmd_domains_show(args) -> int:
             print(f"[spec] {json.dumps(task.entry['spec'])[:600]}")
         for name, arguments in task.entry.get("reference_calls", []):
             print(f"[reference call] {name} {json.dumps(arguments)[:200]}")
-    report = open_store(args).validation_report(d.name)
+    report = store.validation_report(d.name)
     print("\nvalidation: " + ("never run; `rlwb domains validate " + d.name + "`" if report is None else
                               f"{'passed' if report['passed'] else 'FAILED'} ({report['created_at']})"))
     for reason in (report or {}).get("reasons", []):
@@ -227,8 +229,8 @@ def cmd_domains_show(args) -> int:
 def cmd_domains_validate(args) -> int:
     if args.all == bool(args.names):
         raise WorkbenchError("name the domains to validate, or pass --all (not both)")
+    store = open_store(args)  # first: it registers the user domains
     names = domain_names() if args.all else list(dict.fromkeys(args.names))
-    store = open_store(args)
     backend = None if args.sandbox_backend == "none" else args.sandbox_backend
     if backend and backend != "docker":
         isolation_notice(backend)
@@ -376,7 +378,7 @@ def _register_sandbox(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_domains(sub: argparse._SubParsersAction) -> None:
-    dom = sub.add_parser("domains", help="the domain catalogue: list, show, validate")
+    dom = sub.add_parser("domains", help="the domain catalogue: list, show, validate; add your own")
     doms = dom.add_subparsers(dest="domains_command", required=True)
     dl = doms.add_parser("list", help="every registered domain with its validation status")
     dl.add_argument("--family", help="only this family, e.g. arithmetic")
@@ -402,6 +404,7 @@ def _register_domains(sub: argparse._SubParsersAction) -> None:
     dv.add_argument("--no-cross-process", action="store_true",
                     help="skip the second-process determinism check (another PYTHONHASHSEED)")
     dv.set_defaults(fn=cmd_domains_validate)
+    cli_domains.register(doms)
 
 
 def _register_mix(sub: argparse._SubParsersAction) -> None:

@@ -13,11 +13,15 @@ import sys
 
 
 def open_store(args):
-    """The `backend.store.Store` named by ``--db`` (None: $RLWB_DB or the user data dir)."""
+    """The `backend.store.Store` named by ``--db`` (None: $RLWB_DB or the user data dir),
+    with its user domains registered (`backend.user_domains.register_stored`)."""
     # on first use: it pulls in pandas, numpy, sqlite_utils
     from backend.store import Store
+    from backend.user_domains import register_stored
 
-    return Store(args.db)
+    store = Store(args.db)
+    register_stored(store)
+    return store
 
 
 def isolation_notice(backend: str) -> None:

@@ -54,8 +54,8 @@ def cmd_run(args) -> int:
     # on first use: it pulls in pandas, numpy, pydantic, yaml
     from backend.runs import launch, log_path, run_foreground
 
+    store = open_store(args)  # first: it registers the user domains the config may name
     cfg = load_config(args.config)  # validated before any run row exists
-    store = open_store(args)
     cfg = resolve_mix(cfg, store)  # pins the mix version the run records
     if cfg.needs_sandbox:
         isolation_notice(cfg.sandbox_backend)

@@ -36,6 +36,7 @@ from trainer.config import RunConfig
 from core.errors import WorkbenchError
 from core.paths import run_dir
 from backend.store import Store
+from backend.user_domains import pin_user_domains, register_pinned
 from trainer.checkpoints import ResumePoint
 
 HEARTBEAT_S = 10.0  # a live run stamps heartbeat_at this often (seconds)
@@ -107,6 +108,7 @@ def run_foreground(cfg: RunConfig, store: Store,
     from trainer.loop import check_model_fits, train  # torch-heavy: the page and the CLI import this module
 
     if run_id is None:
+        cfg = pin_user_domains(cfg, store)  # the user-domain versions the run records
         check_model_fits(cfg)  # a model too small for the prompts fails before the run row exists
         run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
     if on_start:
@@ -194,6 +196,7 @@ def launch(cfg: RunConfig, store: Store) -> str:
     """
     from trainer.loop import check_model_fits  # torch-heavy: the page and the CLI import this module
 
+    cfg = pin_user_domains(cfg, store)  # the user-domain versions the run records
     check_model_fits(cfg)
     run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
     _spawn(store, run_id, resume=False)
@@ -363,6 +366,7 @@ def _work(run_id: str, resume_run: bool) -> int:
 
 def _work_in(store: Store, run_id: str, resume_run: bool) -> int:
     run = store.get_run(run_id)
+    register_pinned(run["config"], store)  # the user-domain versions it pinned, before the config is checked
     cfg = RunConfig(**run["config"])
     point = None
     if resume_run:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from core.errors import ConfigError
 from backend.store_common import decode as _decode
 from backend.store_common import locked as _locked
 from backend.store_common import now as _now
@@ -101,3 +102,72 @@ class CatalogueVerbs:
         rows = self.db.execute("SELECT * FROM mixes WHERE name = ? ORDER BY version", [name])
         cols = [c[0] for c in rows.description]
         return [_decode(dict(zip(cols, r)), "spec") for r in rows.fetchall()]
+
+    @_locked
+    def save_user_domain(self, name: str, spec: dict, rows: list[dict], data_sha256: str, note: str = "",
+                         new: bool = True) -> int:
+        """Store a new version of user domain `name`: its definition and (once per content)
+        its task rows. With `new`, the name must not be in the catalogue; without, it must.
+        Returns the version (1, 2, ...; a removed and re-added domain continues the count).
+
+        Raises:
+            ConfigError: `new` and the domain exists, or not `new` and it doesn't.
+        """
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the last version
+        try:
+            last, live = conn.execute("SELECT COALESCE(MAX(version), 0), MAX(version) FILTER (WHERE removed_at "
+                                         "IS NULL) FROM user_domains WHERE name = ?", [name]).fetchone()
+            if new and live is not None:
+                raise ConfigError(f"user domain {name!r} exists (version {live}); "
+                                  f"`rlwb domains update {name}` makes a new version")
+            if not new and live is None:
+                raise ConfigError(f"no user domain named {name!r}; `rlwb domains add` creates one")
+            conn.execute("INSERT OR IGNORE INTO user_domain_data (sha256, rows, n_rows, created_at) VALUES (?, ?, ?, ?)",
+                         [data_sha256, json.dumps(rows, ensure_ascii=False), len(rows), _now()])
+            conn.execute("INSERT INTO user_domains (name, version, spec, data_sha256, note, created_at) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", [name, last + 1, json.dumps(spec, sort_keys=True), data_sha256,
+                                                       note, _now()])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return last + 1
+
+    @_locked
+    def get_user_domain(self, name: str, version: int | None = None, with_rows: bool = True) -> dict | None:
+        """User domain `name` at `version` (None: the newest not removed) as {"name",
+        "version", "spec", "data_sha256", "note", "created_at", "removed_at", "n_rows"} plus
+        "rows" if `with_rows`; None if there is no such domain or version. A removed
+        domain's versions stay readable by number (the runs that used them)."""
+        where = "d.name = ? AND " + ("d.version = ?" if version is not None else "d.removed_at IS NULL")
+        args = [name] + ([version] if version is not None else [])
+        rows_col = ", x.rows" if with_rows else ""
+        cur = self.db.execute(f"SELECT d.*, x.n_rows{rows_col} FROM user_domains d JOIN user_domain_data x "
+                              f"ON x.sha256 = d.data_sha256 WHERE {where} ORDER BY d.version DESC LIMIT 1", args)
+        cols = [c[0] for c in cur.description]
+        found = cur.fetchone()
+        if not found:
+            return None
+        row = _decode(dict(zip(cols, found)), "spec")
+        return _decode(row, "rows") if with_rows else row
+
+    @_locked
+    def list_user_domains(self) -> list[dict]:
+        """The newest version of every user domain not removed, by name (no rows)."""
+        cur = self.db.execute(
+            "SELECT d.*, x.n_rows FROM user_domains d JOIN user_domain_data x ON x.sha256 = d.data_sha256 "
+            "JOIN (SELECT name, MAX(version) AS v FROM user_domains WHERE removed_at IS NULL GROUP BY name) l "
+            "ON d.name = l.name AND d.version = l.v ORDER BY d.name")
+        cols = [c[0] for c in cur.description]
+        return [_decode(dict(zip(cols, r)), "spec") for r in cur.fetchall()]
+
+    @_locked
+    def remove_user_domain(self, name: str) -> int:
+        """Hide user domain `name` from the catalogue; returns how many versions were hidden
+        (0: no such domain). Its versions stay readable by number."""
+        with self.db.conn:
+            cur = self.db.conn.execute("UPDATE user_domains SET removed_at = ? WHERE name = ? AND removed_at IS NULL",
+                                       [_now(), name])
+        return cur.rowcount
+

@@ -234,10 +234,24 @@ def _migrate_11(db: sqlite_utils.Database) -> None:
     db["eval_runs"].create_index(["run_id", "step"])
 
 
+def _migrate_12(db: sqlite_utils.Database) -> None:
+    """Version 12: user domains (`domains.user`), versioned like mixes: a version's definition
+    never changes, `removed_at` hides a removed domain from the catalogue while the runs that
+    used a version can still load it. Their rows are stored once per content
+    (``user_domain_data``, keyed by the SHA-256 of the task rows)."""
+    db["user_domain_data"].create({"sha256": str, "rows": str, "n_rows": int, "created_at": str},
+                                  pk="sha256", not_null={"rows", "n_rows", "created_at"})
+    db["user_domains"].create({"name": str, "version": int, "spec": str, "data_sha256": str, "note": str,
+                               "created_at": str, "removed_at": str},
+                              pk=("name", "version"), not_null={"spec", "data_sha256", "created_at"},
+                              foreign_keys=[("data_sha256", "user_domain_data", "sha256")])
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
-    7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10, 11: _migrate_11}
+    7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10, 11: _migrate_11,
+    12: _migrate_12}
 
 #: The tables holding rows of one step of a training run, each with a ``run_id`` and an
 #: integer ``step`` column. Resuming a run from a step's checkpoint deletes their rows of

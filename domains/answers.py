@@ -137,6 +137,13 @@ def normalise_number(answer: str) -> str:
     return _GROUPED.sub(lambda m: m.group().replace(",", ""), answer)
 
 
+def last_number(text: str) -> str | None:
+    """The last plain number in `text` after `normalise_number` ("... so 1,234 apples" ->
+    "1234"), or None if there is none."""
+    found = _NUMBER.findall(normalise_number(text))
+    return found[-1] if found else None
+
+
 def listed_numbers(answer: str) -> list[str]:
     """The numbers of `answer` if it is a list of two or more different numbers ("3 or 4",
     "3, 4", "(3; 4)"), else []: numbers with nothing else between them but separators,

@@ -23,7 +23,7 @@ import difflib
 import threading
 from collections.abc import Sequence
 
-from core.errors import DomainNotFound
+from core.errors import ConfigError, DomainNotFound
 from domains.contract import Domain, RetrievalDomain, Task
 from domains.splits import HELDOUT_SEED_RANGE, heldout_seeds
 
@@ -61,7 +61,68 @@ def registry() -> dict[str, Domain]:
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
                          **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains()}
                 _REGISTRY.update(sorted(built.items()))
+                _BUILT_IN.update(built)
     return _REGISTRY
+
+
+_BUILT_IN: set[str] = set()  # names of the shipped domains (a user domain may not take one)
+
+
+def register(domain: Domain) -> None:
+    """Add a user domain to the registry, or replace the registered one of that name (a new
+    version). Checked against the contract first (`domains.conformance.check_domain`).
+
+    Raises:
+        ConfigError: the name is a built-in domain's, or the domain breaks the contract.
+    """
+    from domains.conformance import check_domain  # the checker on first use (it plays tasks)
+
+    names = registry()
+    if domain.name in _BUILT_IN:
+        raise ConfigError(f"domain field 'name': {domain.name!r} is a built-in domain; pick another name")
+    check_domain(domain)
+    with _REGISTRY_LOCK:
+        names[domain.name] = domain
+
+
+def unregister(name: str) -> bool:
+    """Drop a user domain from the registry; False if none was registered by that name.
+
+    Raises:
+        ConfigError: the name is a built-in domain's.
+    """
+    if name in _BUILT_IN:
+        raise ConfigError(f"{name!r} is a built-in domain; only user domains can be removed")
+    names = registry()
+    with _REGISTRY_LOCK:
+        return names.pop(name, None) is not None
+
+
+def is_built_in(name: str) -> bool:
+    """True if `name` is a shipped domain (not a user domain)."""
+    registry()
+    return name in _BUILT_IN
+
+
+def user_domain_definitions(names: Sequence[str] | None = None) -> list[dict]:
+    """The registered user domains (those of `names`, or all) as JSON definitions
+    (`register_definitions` rebuilds them: a child process gets them this way)."""
+    return [d.to_json() for n, d in sorted(registry().items())
+            if n not in _BUILT_IN and (names is None or n in names)]
+
+
+def register_definitions(definitions: Sequence[dict]) -> list[str]:
+    """Build and register user domains from `user_domain_definitions`' output; their names.
+
+    Raises:
+        ConfigError: a malformed definition.
+    """
+    from domains.user.domain import from_json  # the user family on first use
+
+    built = [from_json(d) for d in definitions]
+    for d in built:
+        register(d)
+    return [d.name for d in built]
 
 
 def reset_generator_caches() -> None:

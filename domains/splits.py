@@ -73,6 +73,14 @@ def heldout_item(question: str, every: int = POOL_HELDOUT_EVERY) -> bool:
     return int.from_bytes(digest[:8], "big") % every == 0
 
 
+def heldout_share(key: str, fraction: float) -> bool:
+    """True if the item whose key (a user row's id) is `key` is held out: the first 8 bytes of
+    the key's SHA-256, as a fraction of 2**64, fall below `fraction`. Stable when rows are
+    added or reordered, and the same in every process."""
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") < fraction * 2**64
+
+
 def split_pool(questions: Sequence[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Split a finite pool of items into (training, held-out) indices.
 

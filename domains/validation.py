@@ -37,14 +37,17 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from domains.answers import MAX_COMPLETION_CHARS
 from domains.contract import Task
-from domains.registry import generator_version, get_domain, reset_generator_caches, upstream_cpu_time
+from domains.registry import (generator_version, get_domain, register_definitions, reset_generator_caches,
+                              upstream_cpu_time, user_domain_definitions)
 from core.errors import WorkbenchError
 
 MIN_DISTINCT_PER_100 = 20  # fewer distinct prompts per 100 tasks is too little diversity
@@ -80,11 +83,15 @@ def cross_process_digests(names: list[str], timeout_s: float = 900.0) -> dict | 
         The child's digests, or None if it failed (the reports then say so).
     """
     env = {**os.environ, "PYTHONHASHSEED": str(int.from_bytes(os.urandom(2), "big") + 1)}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "domains.validation", *names], env=env, capture_output=True,
-                              text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return None
+    user = user_domain_definitions(names)  # the child registers these first (it has no store)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as defs:
+        json.dump(user, defs)
+        defs.flush()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "domains.validation", "--user-domains", defs.name, *names],
+                                  env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
     if proc.returncode != 0:
         return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -464,5 +471,14 @@ def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 1
         env.close()
 
 
+def _child(argv: list[str]) -> dict:
+    """The child of `cross_process_digests`: register the user domains of `--user-domains
+    FILE` (if given), then the digests of the named domains."""
+    if argv[:1] == ["--user-domains"]:
+        register_definitions(json.loads(Path(argv[1]).read_text(encoding="utf-8")))
+        argv = argv[2:]
+    return task_digests(argv)
+
+
 if __name__ == "__main__":  # child of cross_process_digests: print digests as one JSON line
-    print(json.dumps(task_digests(sys.argv[1:])))
+    print(json.dumps(_child(sys.argv[1:])))

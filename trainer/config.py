@@ -55,6 +55,9 @@ class RunConfig(BaseModel):
                                               "`domains` and `difficulty`.")
     mix_spec: dict | None = Field(None, description="Filled in when the run starts: the pinned mix "
                                                     "{name, version, domains: {domain: {weight, levels: [lo, hi]}}}.")
+    user_domains: dict[str, int] | None = Field(
+        None, description="Filled in when the run starts: the stored version of each user domain the run uses "
+                          "{name: version} (`rlwb domains add`), which the run's process loads.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds task sampling, the rollout engine and the learner.")
 
     algorithm: Algorithm = Field(

@@ -17,7 +17,7 @@ difficulty knobs as attributes with ordered levels (for `basic_arithmetic`: `num
   too slow for rollouts are capped (`LEVEL_CAPS`). At most `MAX_LEVELS` levels are kept,
   evenly spaced from the easiest to the hardest, numbered 1..n.
 - **answer format**: `<answer>...</answer>` tags (reasoning-gym's own convention; answers
-  may span lines: grids, boards, move lists). The six hand-made domains of
+  may span lines: grids, boards, move lists). The seven hand-made domains of
   `domains.reasoning_gym.hand_made` keep their one-line `Answer: ...` format.
 
 `composite` is not registered: it combines other generators by weight, which is what a

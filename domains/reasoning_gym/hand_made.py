@@ -1,7 +1,7 @@
-"""The six hand-made reasoning-gym domains, with levels picked by hand and kept stable.
+"""The seven hand-made reasoning-gym domains, with levels picked by hand and kept stable.
 
-`basic_arithmetic`, `chain_sum`, `products`, `gsm_symbolic`, `letter_counting` and
-`spell_backward` ask for a one-line `Answer: ...` (the rest of reasoning-gym's generators,
+`basic_arithmetic`, `whole_number_arithmetic`, `chain_sum`, `products`, `gsm_symbolic`,
+`letter_counting` and `spell_backward` ask for a one-line `Answer: ...` (the rest of reasoning-gym's generators,
 `domains.reasoning_gym.catalogue`, use `<answer>` tags). The quickstart trains on
 basic_arithmetic, chain_sum and products at level 1; their levels stay fixed so measured
 results stay comparable.
@@ -146,8 +146,8 @@ def _whole_number_item(ds: Any, seed: int, level: int) -> dict:
 
 
 def hand_made_domains() -> dict[str, ReasoningGymDomain]:
-    """The six hand-made domains (the first quickstart used five; today's uses basic_arithmetic,
-    chain_sum and products), with levels picked by hand and kept stable so measured results
+    """The seven hand-made domains (the first quickstart used five; today's uses
+    whole_number_arithmetic, chain_sum and products), with levels picked by hand and kept stable so measured results
     stay comparable. They ask for a one-line `Answer: ...`."""
     return {d.name: d for d in [
         ReasoningGymDomain(

@@ -31,7 +31,8 @@ from core.errors import ConfigError
 
 # domain -> highest level in the training mix (levels 1..highest, equal weights)
 FINITE = {"acre": 1, "list_functions": 1, "word_ladder": 2, "humaneval": 3,
-          "cad_bracket": 3, "cad_shaft": 3, "cad_table": 3, "products": 1}
+          "cad_bracket": 3, "cad_shaft": 3, "cad_table": 3, "products": 1,
+          "whole_number_arithmetic": 2}
 ORDINARY = {"basic_arithmetic": 3, "chain_sum": 3}  # Random(seed) generators: seeds are checked
 N_TRAIN = 10_000
 N_EVAL = 200  # held-out tasks per domain and level: more than any pool's held-out side
@@ -168,3 +169,25 @@ def test_products_holds_out_facts_not_just_questions():
     trained = {hand_made._times_table_fact(d.make_task(seed, 1).entry) for seed in range(300)}
     assert held and trained and not held & trained
     assert len(held | trained) == 66 and len(held) == 35  # every fact of 2..12 x 2..12 is on one side
+
+
+def test_whole_number_arithmetic_holds_out_facts_and_has_only_whole_results():
+    """Level 1 splits by fact ("3 + 4" is held out exactly when "4 + 3" is); every result is a
+    whole number (a difference is 1 or more, a quotient exact) and the reference scores 1."""
+    d = registry.get_domain("whole_number_arithmetic")
+    held_tasks = registry.heldout_tasks("whole_number_arithmetic", [1], 300)
+    held = {hand_made._whole_number_fact(t.entry) for t in held_tasks}
+    trained_tasks = [d.make_task(seed, 1) for seed in range(3000)]
+    trained = {hand_made._whole_number_fact(t.entry) for t in trained_tasks}
+    assert held and trained and not held & trained
+    assert len(held | trained) == 181  # 45 sums, 36 differences, 36 products, 64 quotients
+    assert 100 <= len(held_tasks) <= 130  # distinct held-out questions: enough for an interval
+    for t in held_tasks + trained_tasks[:200]:
+        a, op, b = t.entry["metadata"]["expression"].split(" ")
+        assert int(t.answer) >= 1 and int(t.answer) == {"+": int(a) + int(b), "-": int(a) - int(b),
+                                                        "*": int(a) * int(b), "/": int(a) / int(b)}[op]
+    t = held_tasks[0]
+    assert d.score(t, f"Answer: {t.answer}")[1]["correct"] == 1.0
+    assert d.score(t, f"Answer: {int(t.answer) + 1}")[1]["correct"] == 0.0
+    common = max(sum(u.answer == v.answer for u in held_tasks) for v in held_tasks)
+    assert common / len(held_tasks) < 0.15  # no constant answer wins

@@ -1,0 +1,287 @@
+"""A user's task data: read rows from a file, then turn each row into a task row by the
+domain's column mapping.
+
+    rows = read_rows("questions.jsonl")                 # [{"question": ..., "answer": ...}, ...]
+    task_rows = build_rows(spec, rows)                  # tuple[TaskRow, ...], checked
+
+Formats, read with libraries: JSON Lines and JSON (an array of objects, or {"rows": [...]},
+the standard `json` module), CSV (the standard `csv` module: every value stays the text it
+was, so "007" stays "007"), Parquet (pyarrow) and a Hugging Face `datasets` directory saved
+with `save_to_disk` (`datasets.load_from_disk`). Every error names the file, the row (1-based,
+as a person counts lines) and the field, and nothing is kept from a file that fails.
+
+Not covered: the definition (`domains.user.spec`), the held-out split and the domain
+itself (`domains.user.domain`).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+
+from core.errors import ConfigError
+from domains.answers import malformed
+from domains.user.spec import UserDomainSpec
+
+MAX_DATA_BYTES = 50 * 1024 * 1024  # a data file (or datasets directory) larger than this is refused
+MAX_ROWS = 100_000
+MAX_FIELD_CHARS = 20_000  # a prompt or answer longer than this is refused (the model's window is ~2k tokens)
+FORMATS = ("jsonl", "json", "csv", "parquet", "datasets")
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One row as a task: the prompt the model sees, the hidden reference answer, and the rest.
+
+    Attributes:
+        id: The row's id (its id column, or "sha256:<first 16 hex of system + prompt>").
+        prompt: The user message (the prompt column or the rendered template).
+        answer: The reference answer, as text.
+        system: The row's system prompt, or "" for the built-in one.
+        level: Difficulty level >= 1.
+        pattern: The regex verifier's pattern for this row ("" for other verifiers).
+        metadata: The metadata columns' values (JSON types).
+    """
+
+    id: str
+    prompt: str
+    answer: str
+    system: str = ""
+    level: int = 1
+    pattern: str = ""
+    metadata: dict = field(default_factory=dict)
+
+
+def detect_format(path: Path) -> str:
+    """The format of `path` by its suffix ("datasets" for a directory).
+
+    Raises:
+        ConfigError: an unknown suffix (the message lists the known ones).
+    """
+    if path.is_dir():
+        return "datasets"
+    suffix = path.suffix.lower().lstrip(".")
+    known = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "json", "csv": "csv", "parquet": "parquet", "pq": "parquet"}
+    if suffix not in known:
+        raise ConfigError(f"data file {path.name}: unknown format '.{suffix}'; use .jsonl, .json, .csv, .parquet "
+                          "or a datasets directory (save_to_disk)")
+    return known[suffix]
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def _text(data: bytes, name: str) -> str:
+    """UTF-8 text of a file (a BOM is dropped), or a ConfigError naming the line that is not UTF-8."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(f"data file {name}: line {line} is not UTF-8 text (byte {e.start}); "
+                          "save the file as UTF-8") from None
+
+
+def _object(value: Any, name: str, row: int) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"data file {name}: row {row} is a {type(value).__name__}, not an object of columns")
+    return value
+
+
+def _jsonl(text: str, name: str) -> list[dict]:
+    rows = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(_object(json.loads(line), name, i))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"data file {name}: line {i} is not valid JSON ({e.msg} at column {e.colno})") from None
+    return rows
+
+
+def _json(text: str, name: str) -> list[dict]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"data file {name}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    if isinstance(value, dict) and isinstance(value.get("rows"), list):
+        value = value["rows"]
+    if not isinstance(value, list):
+        raise ConfigError(f"data file {name}: a JSON file holds a list of row objects (or {{\"rows\": [...]}})")
+    return [_object(v, name, i) for i, v in enumerate(value, 1)]
+
+
+def _csv(text: str, name: str) -> list[dict]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = []
+    try:
+        for row in reader:
+            if None in row:  # more values than header columns
+                raise ConfigError(f"data file {name}: line {reader.line_num} has {len(reader.fieldnames or []) + len(row[None])} "
+                                  f"values for {len(reader.fieldnames or [])} columns")
+            rows.append(dict(row))
+    except csv.Error as e:
+        raise ConfigError(f"data file {name}: line {reader.line_num}: {e}") from None
+    return rows
+
+
+def _parquet(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq  # on first use: it pulls in pyarrow
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        raise ConfigError(f"data file {path.name}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+
+
+def _datasets_dir(path: Path) -> list[dict]:
+    import datasets  # on first use: it pulls in datasets, pyarrow, fsspec
+
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except Exception as e:  # noqa: BLE001 - datasets raises FileNotFoundError and its own errors
+        raise ConfigError(f"data directory {path.name}: not a datasets directory saved with save_to_disk "
+                          f"({type(e).__name__}: {e})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        split = "train" if "train" in ds else next(iter(ds))
+        ds = ds[split]
+    return ds.to_list()
+
+
+def read_rows(path: str | Path, fmt: str | None = None) -> list[dict]:
+    """The rows (column -> value) of a data file or datasets directory.
+
+    Args:
+        path: The file (or directory).
+        fmt: One of FORMATS; None: from the suffix (`detect_format`).
+
+    Returns:
+        The rows in file order (at least one, at most MAX_ROWS).
+
+    Raises:
+        ConfigError: a missing or empty file, one over MAX_DATA_BYTES, text that is not
+            UTF-8, a row that does not parse (its line named) or is not an object.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"data file {path}: not found")
+    fmt = fmt or detect_format(path)
+    if fmt not in FORMATS:
+        raise ConfigError(f"data format {fmt!r}: use one of {', '.join(FORMATS)}")
+    size = _size(path)
+    if size > MAX_DATA_BYTES:
+        raise ConfigError(f"data file {path.name}: {size / 2**20:.1f} MiB is over the {MAX_DATA_BYTES // 2**20} MiB limit; "
+                          "split it or keep the columns you need")
+    if fmt == "parquet":
+        rows = _parquet(path)
+    elif fmt == "datasets":
+        rows = _datasets_dir(path)
+    else:
+        text = _text(path.read_bytes(), path.name)
+        rows = {"jsonl": _jsonl, "json": _json, "csv": _csv}[fmt](text, path.name)
+    if not rows:
+        raise ConfigError(f"data file {path.name}: no rows")
+    if len(rows) > MAX_ROWS:
+        raise ConfigError(f"data file {path.name}: {len(rows)} rows is over the {MAX_ROWS} limit")
+    return rows
+
+
+_JINJA = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def _template(source: str) -> jinja2.Template:
+    try:
+        return _JINJA.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise ConfigError(f"domain field 'columns.template': {e.message} (line {e.lineno})") from None
+
+
+def _field_text(row: dict, column: str, i: int, role: str, required: bool = True) -> str:
+    """Row i's `column` as text, checked: present (if required), not malformed, not too long."""
+    if column not in row:
+        if not required:
+            return ""
+        raise ConfigError(f"row {i}: no column '{column}' (the {role}); its columns are "
+                          f"{', '.join(map(str, row)) or 'none'}; map the {role} to one of them")
+    value = row[column]
+    text = "" if value is None else value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+    if required and not text.strip():
+        raise ConfigError(f"row {i}: column '{column}' (the {role}) is empty")
+    if malformed(text, allowed="\n\t\r"):
+        raise ConfigError(f"row {i}: column '{column}' (the {role}) holds control characters")
+    if len(text) > MAX_FIELD_CHARS:
+        raise ConfigError(f"row {i}: column '{column}' (the {role}) is {len(text)} characters, over {MAX_FIELD_CHARS}")
+    return text
+
+
+def _level(row: dict, column: str | None, i: int) -> int:
+    if column is None:
+        return 1
+    value = row.get(column)
+    try:
+        level = int(str(value).strip())
+    except ValueError:
+        level = 0
+    if level < 1 or str(value).strip() not in (str(level), f"{level}.0"):
+        raise ConfigError(f"row {i}: column '{column}' (the level) is {value!r}; a level is a whole number >= 1")
+    return level
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
+    """The rows as `TaskRow`s by the spec's column mapping, every one checked.
+
+    Raises:
+        ConfigError: naming the row (1-based) and the field: a missing or empty column, a
+            template that fails on a row, a level that is not a whole number >= 1, a
+            repeated id, a metadata column that is missing.
+    """
+    cols = spec.columns
+    template = _template(cols.template) if cols.template is not None else None
+    out, seen = [], {}
+    for i, row in enumerate(rows, 1):
+        if template is not None:
+            try:
+                prompt = template.render(**{str(k): v for k, v in row.items()})
+            except jinja2.UndefinedError as e:
+                raise ConfigError(f"row {i}: the template uses {e.message}; the row's columns are "
+                                  f"{', '.join(map(str, row))}") from None
+            except jinja2.TemplateError as e:
+                raise ConfigError(f"row {i}: the template failed: {e}") from None
+            if not prompt.strip():
+                raise ConfigError(f"row {i}: the template renders an empty prompt")
+        else:
+            prompt = _field_text(row, cols.prompt, i, "prompt")
+        answer = _field_text(row, cols.answer, i, "answer")
+        system = _field_text(row, cols.system, i, "system prompt", required=False) if cols.system else ""
+        pattern = ""
+        if spec.verifier.kind == "regex":
+            pattern = spec.verifier.pattern if spec.verifier.pattern is not None else \
+                _field_text(row, spec.verifier.pattern_column, i, "pattern")
+        if cols.id is not None:
+            row_id = _field_text(row, cols.id, i, "id")
+        else:
+            row_id = "sha256:" + hashlib.sha256(f"{system}\x00{prompt}".encode()).hexdigest()[:16]
+        if row_id in seen:
+            what = f"id {row_id!r}" if cols.id else "prompt (and system prompt)"
+            fix = "make the ids unique" if cols.id else "remove the repeat or map an id column"
+            raise ConfigError(f"row {i}: repeats row {seen[row_id]}'s {what}; {fix}")
+        seen[row_id] = i
+        missing = [c for c in cols.metadata if c not in row]
+        if missing:
+            raise ConfigError(f"row {i}: no column '{missing[0]}' (listed in columns.metadata)")
+        out.append(TaskRow(row_id, prompt, answer.strip(), system, _level(row, cols.level, i), pattern,
+                           {c: _json_safe(row[c]) for c in cols.metadata}))
+    return tuple(out)

@@ -1,0 +1,248 @@
+"""A user domain: the user's rows as tasks, split into training and held-out rows, scored
+by the verifier the user picked. It is a `TextDomain` like the built-in ones, so mixes, the
+curriculum, validation, evaluation and reports treat it the same way.
+
+    domain = build_domain(spec, read_rows("questions.jsonl"), version=1)
+    task = domain.make_task(seed, difficulty=1)        # a training row (seed % rows of its side)
+    reward, breakdown = domain.score(task, "Answer: 42")
+
+Seeds map onto rows: a training seed onto the training rows of its level, a held-out seed
+(`domains.splits.is_heldout`) onto the held-out rows, so evaluation never plays a row
+training saw. A row is held out when the hash of its id falls in the domain's
+`heldout_fraction` (`domains.splits.heldout_share`).
+
+Not covered: storing and versioning (`domains.user.library`), reading files
+(`domains.user.data`), the verifiers (`domains.user.verifiers`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+from core.errors import ConfigError
+from domains.answers import MAX_COMPLETION_CHARS, malformed
+from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, TAG_INSTRUCTION,
+                              Task, TextDomain, as_int, check_difficulty)
+from domains.splits import heldout_share, is_heldout
+from domains.user.data import TaskRow
+from domains.user.spec import UserDomainSpec, parse_spec
+from domains.user.verifiers import extract, read_number, verify
+
+FAMILY = "user"
+INSTRUCTIONS = {"answer_line": ANSWER_INSTRUCTION, "tags": TAG_INSTRUCTION,
+                "boxed": "Put your final answer in \\boxed{}.", "last_number": "End your reply with the final number.",
+                "whole": ""}
+_LETTER = re.compile(r"^\W*\(?[A-Za-z]\b")
+
+
+def data_digest(rows: tuple[TaskRow, ...]) -> str:
+    """SHA-256 (hex) of the task rows as canonical JSON: the content address of a domain's data."""
+    blob = json.dumps([asdict(r) for r in rows], sort_keys=True, ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class UserDomain(TextDomain):
+    """A domain built from a user's rows (`build_domain`).
+
+    Attributes:
+        spec: The definition (`UserDomainSpec`).
+        rows: Every task row, in file order.
+        version: The stored version (0: not stored yet).
+        data_sha256: `data_digest(rows)`.
+        sides: (level, held out?) -> indices into `rows`.
+    """
+
+    spec: UserDomainSpec
+    rows: tuple[TaskRow, ...] = field(repr=False)
+    version: int = 0
+    data_sha256: str = ""
+    sides: dict = field(default_factory=dict, repr=False)
+    kind = "single_turn"
+    family = FAMILY
+    pooled = True
+    needs_sandbox = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def description(self) -> str:
+        n = len(self.rows)
+        return self.spec.description or f"User domain: {n} rows, {self.spec.verifier.kind} verifier."
+
+    @property
+    def source(self) -> str:
+        return f"user data, version {self.version} (sha256 {self.data_sha256[:12]})"
+
+    @property
+    def license(self) -> str:
+        return self.spec.license
+
+    @property
+    def answer_format(self) -> str:
+        return "tag" if self.spec.extraction == "tags" else "line"
+
+    @property
+    def multiple_answers(self) -> bool:
+        v = self.spec.verifier
+        return v.kind == "regex" or (v.kind == "json" and v.json_schema is not None)
+
+    @property
+    def levels(self) -> dict[int, dict]:
+        return {lvl: {"rows": len(train) + len(self.sides[(lvl, True)])}
+                for (lvl, held), train in sorted(self.sides.items()) if not held}
+
+    @property
+    def level_notes(self) -> dict[int, str]:
+        return {lvl: f"{len(self.sides[(lvl, False)])} training rows, {len(self.sides[(lvl, True)])} held out"
+                for lvl in self.levels}
+
+    @property
+    def environment(self) -> dict:
+        v = self.spec.verifier
+        return {"runtime": "in-process; the verifier in a worker process", "verifier": v.kind,
+                "verifier_options": v.model_dump(exclude_defaults=True, exclude={"kind"}),
+                "extraction": self.spec.extraction, "answer_format": self.answer_format,
+                "heldout_fraction": self.spec.heldout_fraction}
+
+    def make_task(self, seed: int, difficulty: int = 1) -> Task:
+        """The row of `seed` at level `difficulty`: `side[seed % len(side)]` of the seed's side.
+
+        Raises:
+            ConfigError: a negative or non-int seed, or a level the data has no rows of.
+        """
+        index = as_int(seed)
+        if index is None or index < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+        level = check_difficulty(difficulty, self.levels)
+        side = self.sides[(level, is_heldout(index))]
+        row = self.rows[side[index % len(side)]]
+        entry = {"question": row.prompt, "answer": row.answer, "id": row.id, "system": row.system,
+                 "pattern": row.pattern, "metadata": row.metadata}
+        return Task(self.name, index, row.prompt, row.answer, level, entry, entry)
+
+    def messages(self, task: Task) -> list[dict]:
+        """The row's system prompt (or the built-in one), then the prompt and the extraction's instruction."""
+        instruction = INSTRUCTIONS[self.spec.extraction]
+        user = f"{task.question}\n{instruction}" if instruction else task.question
+        return [{"role": "system", "content": task.entry.get("system") or SYSTEM_PROMPT},
+                {"role": "user", "content": user}]
+
+    def reference_completion(self, task: Task) -> str:
+        return self.wrap_answer(task.answer)
+
+    def wrap_answer(self, answer: str) -> str:
+        """`answer` as the extraction expects it (`Answer: x`, `<answer>x</answer>`, `\\boxed{x}`, x)."""
+        how = self.spec.extraction
+        return {"answer_line": f"Answer: {answer}", "tags": f"<answer>{answer}</answer>",
+                "boxed": f"\\boxed{{{answer}}}"}.get(how, answer)
+
+    def score(self, task: Task, completion: str) -> tuple[float, dict]:
+        """(reward, breakdown): FORMAT_WEIGHT for an answer found by the extraction, plus
+        CORRECT_WEIGHT if the verifier passes it. Never raises on a reply (a verifier
+        error or timeout scores the answer as wrong, "verifier_error" says why).
+
+        Raises:
+            ConfigError: the task belongs to another domain.
+        """
+        if task.domain != self.name:
+            raise ConfigError(f"task of domain {task.domain!r} given to domain {self.name!r}")
+        nothing = {"format": 0.0, "correct": 0.0, "score": 0.0, "extracted": None}
+        if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS or malformed(completion, "\n\t\r"):
+            return 0.0, nothing
+        answer = extract(completion, self.spec.extraction)
+        if answer is None:
+            return 0.0, nothing
+        ok, why = verify(self.spec.verifier, answer, task.answer, task.entry.get("pattern", ""))
+        breakdown = {"format": 1.0, "correct": float(ok), "score": float(ok), "extracted": answer[:200]}
+        if why.startswith("verifier error"):
+            breakdown["verifier_error"] = why
+        return FORMAT_WEIGHT + CORRECT_WEIGHT * float(ok), breakdown
+
+    def to_json(self) -> dict:
+        """The definition and rows as JSON types (`from_json` rebuilds the same domain)."""
+        return {"spec": self.spec.model_dump(mode="json"), "rows": [asdict(r) for r in self.rows],
+                "version": self.version}
+
+
+def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
+    """Each row's reference answer is one the verifier can judge (checked without running it)."""
+    kind = spec.verifier.kind
+    for i, row in enumerate(rows, 1):
+        if kind == "numeric" and read_number(row.answer) is None:
+            raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not a number (numeric verifier); "
+                              "pick the exact verifier or fix the row")
+        if kind == "choice" and _LETTER.match(row.answer) is None:
+            raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not an option letter (choice verifier)")
+        if kind == "regex":
+            try:
+                compiled = re.compile(row.pattern, 0 if spec.verifier.case_sensitive else re.IGNORECASE)
+            except re.error as e:
+                raise ConfigError(f"row {i}: the pattern {row.pattern[:60]!r} is not a regular expression ({e})") from None
+            if compiled.fullmatch(row.answer) is None:
+                raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} does not match its own pattern "
+                                  f"{row.pattern[:60]!r}")
+        if kind == "json" and spec.verifier.json_schema is None:
+            try:
+                json.loads(row.answer)
+            except json.JSONDecodeError:
+                raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not JSON (json verifier)") from None
+
+
+def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version: int = 0) -> UserDomain:
+    """A `UserDomain` from a definition and its task rows (`domains.user.data.build_rows`).
+
+    Raises:
+        ConfigError: a bad definition, a reference answer the verifier can't judge (its row
+            named), or a level without rows on both sides of the split (add rows or raise
+            `heldout_fraction`).
+    """
+    spec = parse_spec(spec)
+    seen: set[str] = set()
+    for i, row in enumerate(rows, 1):
+        if not (isinstance(row.prompt, str) and row.prompt.strip() and isinstance(row.answer, str) and row.answer.strip()):
+            raise ConfigError(f"row {i}: the prompt and the answer must be non-empty text")
+        if as_int(row.level) is None or row.level < 1:
+            raise ConfigError(f"row {i}: level {row.level!r} is not a whole number >= 1")
+        if row.id in seen:
+            raise ConfigError(f"row {i}: repeats the id {row.id!r} of an earlier row; make the ids unique")
+        seen.add(row.id)
+    if spec.verifier.json_schema is not None:
+        import jsonschema  # on first use: it pulls in jsonschema
+
+        try:
+            jsonschema.Draft202012Validator.check_schema(spec.verifier.json_schema)
+        except jsonschema.SchemaError as e:
+            raise ConfigError(f"domain field 'verifier.json_schema': not a JSON Schema ({e.message})") from None
+    _check_references(spec, rows)
+    sides: dict[tuple[int, bool], list[int]] = {}
+    for i, row in enumerate(rows):
+        sides.setdefault((row.level, False), [])
+        sides.setdefault((row.level, True), [])
+        sides[(row.level, heldout_share(row.id, spec.heldout_fraction))].append(i)
+    for (level, held), idx in sorted(sides.items()):
+        if not idx:
+            n = len(sides[(level, not held)])
+            side = "held out" if held else "left for training"
+            raise ConfigError(f"level {level}: none of its {n} rows is {side} (heldout_fraction "
+                              f"{spec.heldout_fraction}); add rows at level {level} or change heldout_fraction")
+    return UserDomain(spec, tuple(rows), version, data_digest(tuple(rows)),
+                      {k: tuple(v) for k, v in sides.items()})
+
+
+def from_json(data: dict) -> UserDomain:
+    """The domain `UserDomain.to_json` wrote.
+
+    Raises:
+        ConfigError: a malformed definition or rows.
+    """
+    try:
+        rows = tuple(TaskRow(**r) for r in data["rows"])
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"a stored user domain's rows are malformed ({e})") from None
+    return build_domain(data.get("spec"), rows, int(data.get("version", 0)))
