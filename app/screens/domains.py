@@ -6,6 +6,8 @@ from its `make_task` and `domains.registry.build_messages`; scores from
 `domains.validation.validate` when "Validate now" is pressed); mixes from
 `domains.mixes` (`parse_spec`, `draw`, `save_mix`) and the store's mix verbs.
 
+The "New domain" tab (a user's data file as a domain) is `app.screens.new_domain`.
+
 Not covered here: validating many domains at once (use `rlwb domains validate`), and
 anything about runs. Nothing heavy runs on page load: one sample task of the picked domain
 is generated and nothing is validated until a button asks for it.
@@ -22,6 +24,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.common import db_path, follow_table_selection, get_store
+from app.screens.new_domain import show_new_domain
 from backend import views
 from domains import mixes
 from domains.splits import HELDOUT_SEED_RANGE
@@ -462,12 +465,14 @@ def render() -> None:
     path = db_path()
     load_registry()
     catalogue = load_catalogue(path)
-    tab_domains, tab_mix = st.tabs(["Catalogue", "Mix editor"])
+    tab_domains, tab_mix, tab_new = st.tabs(["Catalogue", "Mix editor", "New domain"])
     with tab_domains:
         names = show_catalogue(catalogue)
         show_domain(path, names or list(catalogue["name"]), dict(zip(catalogue["name"], catalogue["validation"])))
     with tab_mix:
         show_mix_editor(path, catalogue)
+    with tab_new:
+        show_new_domain(get_store(path), clear_store_caches)
 
 
 render()

@@ -1,0 +1,209 @@
+"""The Domains page's "New domain" tab: a user's data file becomes a domain without code.
+
+Upload a file (or give a path on this machine: a datasets directory too), map its columns,
+pick the verifier and the answer extraction, see the prompt as the model will see it, try
+the verifier on a typed reply, save (a new domain or a new version), validate. Then the
+Mix editor tab puts it in a mix and the Launch page trains on it.
+
+UI only: reading and checking rows is `domains.user.data`, building the domain
+`domains.user.library.prepare`, storing `domains.user.library.add_domain`, validation
+`domains.validation.validate`. Every error shows inline and nothing is stored until Save.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core.errors import WorkbenchError
+from domains.user.data import read_rows
+from domains.user.library import add_domain, prepare
+from domains.user.spec import EXTRACTIONS, VERIFIERS
+from domains.validation import validate
+
+NONE = "(none)"
+VALIDATE_TASKS = 30
+VERIFIER_HELP = {"exact": "equal after normalising case, spaces, punctuation and unicode",
+                 "numeric": "equal as numbers within a tolerance (1,234; −5; 45%)",
+                 "math": "mathematically equivalent (math-verify): 1/2 = 0.5, x+1 = 1+x",
+                 "choice": "the same option letter (B, (b), B) ...)",
+                 "regex": "the answer fully matches a regular expression",
+                 "json": "the reply is JSON equal to the reference (or to some fields, or valid for a schema)"}
+
+
+def _read_upload(upload) -> list[dict]:
+    """The uploaded file's rows (read from a temporary copy with the file's suffix)."""
+    suffix = Path(upload.name).suffix
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"upload{suffix}"
+        path.write_bytes(upload.getvalue())
+        return read_rows(path)
+
+
+def load_rows() -> tuple[list[dict] | None, str]:
+    """(rows, where they came from) from the uploader or the path box; (None, "") if neither."""
+    cols = st.columns(2)
+    upload = cols[0].file_uploader("Data file", type=["jsonl", "json", "csv", "parquet"], key="nd_upload",
+                                   help="JSON Lines, a JSON list of objects, CSV with a header row, or Parquet")
+    path = cols[1].text_input("…or a path on this machine", key="nd_path",
+                              help="a file, or a Hugging Face datasets directory saved with save_to_disk")
+    source = f"upload:{upload.name}:{upload.size}" if upload is not None else (f"path:{path}" if path else "")
+    if not source:
+        return None, ""
+    cached = st.session_state.get("nd_rows")
+    if cached and cached[0] == source:
+        return cached[1], source
+    try:
+        rows = _read_upload(upload) if upload is not None else read_rows(path.strip())
+    except WorkbenchError as e:
+        st.error(f"Can't use this data: {e}")
+        return None, ""
+    st.session_state["nd_rows"] = (source, rows)
+    return rows, source
+
+
+def _column(label: str, columns: list[str], key: str, optional: bool, help: str = "") -> str | None:
+    options = ([NONE] if optional else []) + columns
+    pick = st.selectbox(label, options, key=key, help=help or None)
+    return None if pick == NONE else pick
+
+
+def _verifier_fields(columns: list[str]) -> dict:
+    kind = st.selectbox("Verifier", VERIFIERS, key="nd_verifier", format_func=lambda k: f"{k}: {VERIFIER_HELP[k]}")
+    verifier: dict = {"kind": kind}
+    if kind in ("exact", "choice", "regex"):
+        verifier["case_sensitive"] = st.checkbox("Case-sensitive", key="nd_case")
+    if kind == "numeric":
+        c = st.columns(2)
+        verifier["abs_tol"] = c[0].number_input("Absolute tolerance", min_value=0.0, value=0.0, key="nd_abs_tol",
+                                                format="%g")
+        verifier["rel_tol"] = c[1].number_input("Relative tolerance", min_value=0.0, max_value=1.0, value=1e-6,
+                                                key="nd_rel_tol", format="%g")
+    if kind == "regex":
+        col = _column("Pattern column", columns, "nd_pattern_col", optional=True,
+                      help="each row's own pattern; (none): one pattern for every row")
+        if col:
+            verifier["pattern_column"] = col
+        else:
+            verifier["pattern"] = st.text_input("Pattern", key="nd_pattern", placeholder=r"e.g. [0-9]{3}-[0-9]{4}")
+    if kind == "json":
+        fields = st.text_input("Compare only these fields (comma-separated; empty: the whole value)", key="nd_fields")
+        if fields.strip():
+            verifier["fields"] = [f.strip() for f in fields.split(",") if f.strip()]
+        schema = st.text_area("JSON Schema the reply must satisfy (optional)", key="nd_schema", height=100)
+        if schema.strip():
+            try:
+                verifier["json_schema"] = json.loads(schema)
+            except json.JSONDecodeError as e:
+                st.error(f"The schema is not JSON: {e.msg} (line {e.lineno})")
+    return verifier
+
+
+def definition_form(rows: list[dict]) -> dict:
+    """The definition the form describes (`domains.user.library.prepare` checks it)."""
+    columns = list(dict.fromkeys(str(k) for row in rows[:200] for k in row))
+    c = st.columns(2)
+    definition: dict = {"name": c[0].text_input("Domain name", key="nd_name", placeholder="lower_case_with_underscores"),
+                        "description": c[1].text_input("Description", key="nd_description",
+                                                       placeholder="one line for the catalogue")}
+    mode = st.radio("Prompt", ["A column", "A template over the columns"], key="nd_prompt_mode", horizontal=True)
+    cols: dict = {}
+    if mode == "A column":
+        cols["prompt"] = _column("Prompt column", columns, "nd_prompt", optional=False)
+    else:
+        cols["template"] = st.text_area("Prompt template (Jinja2)", key="nd_template", height=80,
+                                        placeholder="Convert {{ value }} {{ unit }} to metres.")
+    answer_default = columns.index("answer") if "answer" in columns else min(1, len(columns) - 1)
+    if "nd_answer" not in st.session_state and columns:
+        st.session_state["nd_answer"] = columns[answer_default]
+    cols["answer"] = _column("Answer column", columns, "nd_answer", optional=False)
+    c = st.columns(3)
+    with c[0]:
+        cols["id"] = _column("Id column", columns, "nd_id", optional=True, help="the held-out split hashes it")
+    with c[1]:
+        cols["level"] = _column("Level column", columns, "nd_level", optional=True, help="whole numbers >= 1")
+    with c[2]:
+        cols["system"] = _column("System prompt column", columns, "nd_system", optional=True)
+    definition["columns"] = {k: v for k, v in cols.items() if v is not None}
+    definition["verifier"] = _verifier_fields(columns)
+    c = st.columns(2)
+    definition["extraction"] = c[0].selectbox("Answer extraction", EXTRACTIONS, key="nd_extraction",
+                                              help="where the answer is in the model's reply")
+    definition["heldout_fraction"] = c[1].slider("Held out for evaluation", 0.05, 0.5, 0.2, 0.05, key="nd_heldout")
+    return definition
+
+
+def show_preview(domain) -> None:
+    task = domain.make_task(0, min(domain.levels))
+    st.markdown("**The prompt as the model sees it** (before its chat template)")
+    for m in domain.messages(task):
+        st.text(f"[{m['role']}] {m['content']}")
+    st.caption(f"Reference answer: {task.answer}")
+    reply = st.text_input("Try the verifier: a reply", key="nd_try", placeholder=domain.reference_completion(task))
+    if reply:
+        reward, breakdown = domain.score(task, reply)
+        st.write(f"Reward **{reward:.2f}**: format {breakdown['format']:.0f}, correct {breakdown['correct']:.0f}, "
+                 f"extracted {breakdown['extracted']!r}" + (f" ({breakdown['verifier_error']})"
+                                                             if breakdown.get("verifier_error") else ""))
+
+
+def save_and_validate(store, definition: dict, rows: list[dict], on_saved) -> None:
+    c = st.columns([2, 2, 5])
+    update = c[2].checkbox("Save as a new version of a domain I added before", key="nd_update")
+    if c[0].button("Save domain", key="nd_save", type="primary"):
+        try:
+            with st.spinner("Checking every row, then saving…"):
+                d = add_domain(store, definition, rows=rows, new=not update)
+        except WorkbenchError as e:
+            st.error(f"Not saved: {e}")
+        else:
+            on_saved()
+            st.session_state["nd_saved"] = (d.name, d.version)
+    saved = st.session_state.get("nd_saved")
+    if not saved:
+        return
+    name, version = saved
+    st.success(f"Saved {name} version {version}. Validate it, then add it to a mix in the Mix editor tab.")
+    if c[1].button("Validate now", key="nd_validate"):
+        with st.spinner(f"Validating {name} ({VALIDATE_TASKS} tasks, a second process checks determinism)…"):
+            [report] = validate([name], n_tasks=VALIDATE_TASKS, sandbox_backend=None, cross_process=True)
+            store.record_validation(report)
+        on_saved()
+        st.session_state["nd_validation"] = (name, report["passed"], report["reasons"])
+    result = st.session_state.get("nd_validation")
+    if result and result[0] == name:
+        if result[1]:
+            st.success(f"{name} passed validation: it can join a mix.")
+        else:
+            st.error(f"{name} failed validation and can't join a mix: " + "; ".join(result[2]))
+
+
+def show_new_domain(store, on_saved) -> None:
+    """The tab: data in, mapping, verifier, preview, save, validate. `on_saved` clears the
+    page's cached store reads after a write."""
+    st.caption("Bring your own tasks: a data file with a prompt and a reference answer per row, and a verifier "
+               "picked from the list. Held-out rows (by a hash of the row id) are never trained on.")
+    rows, _ = load_rows()
+    if rows is None:
+        st.info("Upload a data file or give its path to start.")
+        return
+    st.write(f"{len(rows)} rows; the first ones:")
+    st.dataframe(pd.DataFrame(rows[:8]).astype(str), hide_index=True)
+    definition = definition_form(rows)
+    if not definition["name"]:
+        st.info("Name the domain to see its prompts.")
+        return
+    try:
+        domain = prepare(definition, rows)
+    except WorkbenchError as e:
+        st.error(str(e))
+        return
+    train = sum(len(v) for (_, held), v in domain.sides.items() if not held)
+    st.caption(f"{len(domain.rows)} tasks: {train} for training, {len(domain.rows) - train} held out; "
+               f"levels {sorted(domain.levels)}.")
+    show_preview(domain)
+    save_and_validate(store, definition, rows, on_saved)
