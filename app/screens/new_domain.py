@@ -32,7 +32,8 @@ VERIFIER_HELP = {"exact": "equal after normalising case, spaces, punctuation and
                  "math": "mathematically equivalent (math-verify): 1/2 = 0.5, x+1 = 1+x",
                  "choice": "the same option letter (B, (b), B) ...)",
                  "regex": "the answer fully matches a regular expression",
-                 "json": "the reply is JSON equal to the reference (or to some fields, or valid for a schema)"}
+                 "json": "the reply is JSON equal to the reference (or to some fields, or valid for a schema)",
+                 "code_tests": "the reply's Python code passes the row's unit tests in a sandbox"}
 
 
 def _read_upload(upload) -> list[dict]:
@@ -100,6 +101,21 @@ def _verifier_fields(columns: list[str]) -> dict:
                 verifier["json_schema"] = json.loads(schema)
             except json.JSONDecodeError as e:
                 st.error(f"The schema is not JSON: {e.msg} (line {e.lineno})")
+    if kind == "code_tests":
+        c = st.columns(3)
+        with c[0]:
+            verifier["test_column"] = _column("Tests column", columns, "nd_test_col", optional=False,
+                                              help="a `def check(candidate): ...` function, as HumanEval's")
+        with c[1]:
+            verifier["entry_point_column"] = _column("Entry point column", columns, "nd_entry_col", optional=False,
+                                                     help="the name of the function the tests call")
+        with c[2]:
+            prefix = _column("Code before the reply", columns, "nd_prefix_col", optional=True,
+                             help="imports and the signature, when replies are only a function body")
+        if prefix:
+            verifier["prefix_column"] = prefix
+        st.caption("The answer column holds a reference solution; the extraction does not apply (the reply's last "
+                   "```python block is its code).")
     return verifier
 
 
@@ -143,6 +159,9 @@ def show_preview(domain) -> None:
     for m in domain.messages(task):
         st.text(f"[{m['role']}] {m['content']}")
     st.caption(f"Reference answer: {task.answer}")
+    if domain.needs_sandbox:
+        st.caption("Its verifier runs in a sandbox: try it after saving, in the Catalogue tab.")
+        return
     reply = st.text_input("Try the verifier: a reply", key="nd_try", placeholder=domain.reference_completion(task))
     if reply:
         reward, breakdown = domain.score(task, reply)

@@ -174,35 +174,47 @@ class HumanEvalDomain(SandboxDomain):
         return task.answer
 
     def verification_job(self, task, completion: str) -> SandboxJob:
-        """The sandbox job that runs the completion against the problem's tests: the judge
-        (`domains.code.humaneval_runner`) gets the tests and a per-job nonce on stdin; the
-        workspace holds only the solution and the runner."""
-        job = SandboxJob("python3 -I runner.py", kind=self.name, timeout_s=VERIFY_TIMEOUT_S,
-                         files={"solution.py": build_solution(task, completion), "runner.py": RUNNER_SOURCE})
-        entry = task.entry
-        job.stdin = json.dumps({"nonce": job_nonce(job.id), "prompt": entry["prompt"], "test": entry["test"],
-                                "entry_point": entry["entry_point"]})
-        return job
+        """The sandbox job that runs the completion against the problem's tests (`tests_job`)."""
+        return tests_job(task, completion, kind=self.name, timeout_s=VERIFY_TIMEOUT_S)
 
     def score_result(self, task, completion: str, job: JobResult) -> tuple[float, dict]:
-        """Reward from the sandbox's verdict.
+        """Reward from the sandbox's verdict (`tests_score`)."""
+        return tests_score(completion, job)
 
-        Returns:
-            (1.0 if every test passed else 0.0, breakdown). breakdown["fault"] == "harness"
-            when the sandbox machinery failed: the trainer then leaves the sample out of the
-            loss, the advantages and the reward metrics, so its 0.0 is never used.
-        """
-        code = extract_code(completion)
-        if job.result is None:
-            return 0.0, {"fault": "harness", "error": job.error[:300], "format": float(bool(code.strip()))}
-        error = classify_failure(job.result)
-        lines = job.result.stdout.rstrip("\n").splitlines()
-        if error is None and (not lines or lines[-1] != job_nonce(job.job_id)):
-            error = "crash"  # exit 0 without the judge's nonce: check() never completed
-        passed = error is None
-        return float(passed), {"correct": float(passed), "format": float(bool(code.strip())), "error": error,
-                               "exit_code": job.result.exit_code, "stderr": job.result.stderr[-400:],
-                               "duration_ms": round(job.result.duration_ms, 1)}
+
+def tests_job(task, completion: str, kind: str, timeout_s: float) -> SandboxJob:
+    """The sandbox job that runs a completion against a task's unit tests: the judge
+    (`domains.code.humaneval_runner`) gets the tests and a per-job nonce on stdin; the
+    workspace holds only the solution (`build_solution`) and the runner. `task.entry` has
+    "prompt" (code before the model's), "test" (a `check(candidate)` function) and
+    "entry_point" (the function's name). Shared with user code domains (`domains.user.code`)."""
+    job = SandboxJob("python3 -I runner.py", kind=kind, timeout_s=timeout_s,
+                     files={"solution.py": build_solution(task, completion), "runner.py": RUNNER_SOURCE})
+    entry = task.entry
+    job.stdin = json.dumps({"nonce": job_nonce(job.id), "prompt": entry["prompt"], "test": entry["test"],
+                            "entry_point": entry["entry_point"]})
+    return job
+
+
+def tests_score(completion: str, job: JobResult) -> tuple[float, dict]:
+    """Reward from the sandbox's verdict on a `tests_job`.
+
+    Returns:
+        (1.0 if every test passed else 0.0, breakdown). breakdown["fault"] == "harness"
+        when the sandbox machinery failed: the trainer then leaves the sample out of the
+        loss, the advantages and the reward metrics, so its 0.0 is never used.
+    """
+    code = extract_code(completion)
+    if job.result is None:
+        return 0.0, {"fault": "harness", "error": job.error[:300], "format": float(bool(code.strip()))}
+    error = classify_failure(job.result)
+    lines = job.result.stdout.rstrip("\n").splitlines()
+    if error is None and (not lines or lines[-1] != job_nonce(job.job_id)):
+        error = "crash"  # exit 0 without the judge's nonce: check() never completed
+    passed = error is None
+    return float(passed), {"correct": float(passed), "format": float(bool(code.strip())), "error": error,
+                           "exit_code": job.result.exit_code, "stderr": job.result.stderr[-400:],
+                           "duration_ms": round(job.result.duration_ms, 1)}
 
 
 HUMANEVAL = HumanEvalDomain()

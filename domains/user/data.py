@@ -4,7 +4,8 @@ domain's column mapping.
     rows = read_rows("questions.jsonl")                 # [{"question": ..., "answer": ...}, ...]
     task_rows = build_rows(spec, rows)                  # tuple[TaskRow, ...], checked
 
-Formats, read with libraries: JSON Lines and JSON (an array of objects, or {"rows": [...]},
+Formats, read with libraries (any of the text ones may be gzipped, `.jsonl.gz`): JSON Lines
+and JSON (an array of objects, or {"rows": [...]},
 the standard `json` module), CSV (the standard `csv` module: every value stays the text it
 was, so "007" stays "007"), Parquet (pyarrow) and a Hugging Face `datasets` directory saved
 with `save_to_disk` (`datasets.load_from_disk`). Every error names the file, the row (1-based,
@@ -17,6 +18,7 @@ itself (`domains.user.domain`).
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import io
 import json
@@ -49,6 +51,8 @@ class TaskRow:
         level: Difficulty level >= 1.
         pattern: The regex verifier's pattern for this row ("" for other verifiers).
         metadata: The metadata columns' values (JSON types).
+        test, entry_point, prefix: The code_tests verifier's tests, function name and
+            code before the reply ("" for other verifiers).
     """
 
     id: str
@@ -58,6 +62,9 @@ class TaskRow:
     level: int = 1
     pattern: str = ""
     metadata: dict = field(default_factory=dict)
+    test: str = ""
+    entry_point: str = ""
+    prefix: str = ""
 
 
 def detect_format(path: Path) -> str:
@@ -68,6 +75,8 @@ def detect_format(path: Path) -> str:
     """
     if path.is_dir():
         return "datasets"
+    if path.suffix.lower() == ".gz":  # HumanEval.jsonl.gz: the format of what is inside
+        path = Path(path.stem)
     suffix = path.suffix.lower().lstrip(".")
     known = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "json", "csv": "csv", "parquet": "parquet", "pq": "parquet"}
     if suffix not in known:
@@ -186,7 +195,18 @@ def read_rows(path: str | Path, fmt: str | None = None) -> list[dict]:
     elif fmt == "datasets":
         rows = _datasets_dir(path)
     else:
-        text = _text(path.read_bytes(), path.name)
+        if path.suffix.lower() == ".gz":
+            try:
+                with gzip.open(path) as f:
+                    raw = f.read(MAX_DATA_BYTES + 1)  # never more than the limit in memory
+            except (OSError, EOFError) as e:
+                raise ConfigError(f"data file {path.name}: not a gzip file ({e})") from None
+            if len(raw) > MAX_DATA_BYTES:
+                raise ConfigError(f"data file {path.name}: unpacked it is over the "
+                                  f"{MAX_DATA_BYTES // 2**20} MiB limit")
+        else:
+            raw = path.read_bytes()
+        text = _text(raw, path.name)
         rows = {"jsonl": _jsonl, "json": _json, "csv": _csv}[fmt](text, path.name)
     if not rows:
         raise ConfigError(f"data file {path.name}: no rows")
@@ -270,6 +290,15 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
         if spec.verifier.kind == "regex":
             pattern = spec.verifier.pattern if spec.verifier.pattern is not None else \
                 _field_text(row, spec.verifier.pattern_column, i, "pattern")
+        code = {}
+        if spec.verifier.kind == "code_tests":
+            v = spec.verifier
+            code = {"test": _field_text(row, v.test_column, i, "tests"),
+                    "entry_point": _field_text(row, v.entry_point_column, i, "entry point").strip(),
+                    "prefix": _field_text(row, v.prefix_column, i, "code prefix", required=False) if v.prefix_column else ""}
+            if not code["entry_point"].isidentifier():
+                raise ConfigError(f"row {i}: column '{v.entry_point_column}' (the entry point) is "
+                                  f"{code['entry_point'][:60]!r}, not a Python function name")
         if cols.id is not None:
             row_id = _field_text(row, cols.id, i, "id")
         else:
@@ -282,6 +311,7 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
         missing = [c for c in cols.metadata if c not in row]
         if missing:
             raise ConfigError(f"row {i}: no column '{missing[0]}' (listed in columns.metadata)")
-        out.append(TaskRow(row_id, prompt, answer.strip(), system, _level(row, cols.level, i), pattern,
-                           {c: _json_safe(row[c]) for c in cols.metadata}))
+        answer = answer if spec.verifier.kind == "code_tests" else answer.strip()  # code keeps its indentation
+        out.append(TaskRow(row_id, prompt, answer, system, _level(row, cols.level, i), pattern,
+                           {c: _json_safe(row[c]) for c in cols.metadata}, **code))
     return tuple(out)

@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass, field
 
 from core.errors import ConfigError
 from domains.answers import MAX_COMPLETION_CHARS, malformed
+from domains.code.humaneval import tests_job, tests_score
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, TAG_INSTRUCTION,
-                              Task, TextDomain, as_int, check_difficulty)
+                              SandboxDomain, Task, TextDomain, as_int, check_difficulty)
 from domains.splits import heldout_share, is_heldout
 from domains.user.data import TaskRow
 from domains.user.spec import UserDomainSpec, parse_spec
@@ -35,6 +36,7 @@ FAMILY = "user"
 INSTRUCTIONS = {"answer_line": ANSWER_INSTRUCTION, "tags": TAG_INSTRUCTION,
                 "boxed": "Put your final answer in \\boxed{}.", "last_number": "End your reply with the final number.",
                 "whole": ""}
+CODE_INSTRUCTION = "Reply with your code in one ```python code block."
 _LETTER = re.compile(r"^\W*\(?[A-Za-z]\b")
 
 
@@ -45,8 +47,9 @@ def data_digest(rows: tuple[TaskRow, ...]) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class UserDomain(TextDomain):
-    """A domain built from a user's rows (`build_domain`).
+class UserRows:
+    """What every user domain has, whatever its verifier: the rows, their split, the
+    catalogue facts, `make_task` and `to_json` (`UserDomain`, `domains.user.code.UserCodeDomain`).
 
     Attributes:
         spec: The definition (`UserDomainSpec`).
@@ -61,10 +64,8 @@ class UserDomain(TextDomain):
     version: int = 0
     data_sha256: str = ""
     sides: dict = field(default_factory=dict, repr=False)
-    kind = "single_turn"
     family = FAMILY
     pooled = True
-    needs_sandbox = False
 
     @property
     def name(self) -> str:
@@ -102,14 +103,6 @@ class UserDomain(TextDomain):
         return {lvl: f"{len(self.sides[(lvl, False)])} training rows, {len(self.sides[(lvl, True)])} held out"
                 for lvl in self.levels}
 
-    @property
-    def environment(self) -> dict:
-        v = self.spec.verifier
-        return {"runtime": "in-process; the verifier in a worker process", "verifier": v.kind,
-                "verifier_options": v.model_dump(exclude_defaults=True, exclude={"kind"}),
-                "extraction": self.spec.extraction, "answer_format": self.answer_format,
-                "heldout_fraction": self.spec.heldout_fraction}
-
     def make_task(self, seed: int, difficulty: int = 1) -> Task:
         """The row of `seed` at level `difficulty`: `side[seed % len(side)]` of the seed's side.
 
@@ -123,8 +116,34 @@ class UserDomain(TextDomain):
         side = self.sides[(level, is_heldout(index))]
         row = self.rows[side[index % len(side)]]
         entry = {"question": row.prompt, "answer": row.answer, "id": row.id, "system": row.system,
-                 "pattern": row.pattern, "metadata": row.metadata}
+                 "pattern": row.pattern, "metadata": row.metadata, **self.row_entry(row)}
         return Task(self.name, index, row.prompt, row.answer, level, entry, entry)
+
+    def row_entry(self, row: TaskRow) -> dict:
+        """Fields a verifier needs beyond the common ones (code domains: tests, entry point)."""
+        return {}
+
+    def to_json(self) -> dict:
+        """The definition and rows as JSON types (`from_json` rebuilds the same domain)."""
+        return {"spec": self.spec.model_dump(mode="json"), "rows": [asdict(r) for r in self.rows],
+                "version": self.version}
+
+
+@dataclass(frozen=True, eq=False)
+class UserDomain(UserRows, TextDomain):
+    """A user domain scored in this process by a verifier of `domains.user.verifiers`
+    (`build_domain` makes it for every verifier but "code_tests")."""
+
+    kind = "single_turn"
+    needs_sandbox = False
+
+    @property
+    def environment(self) -> dict:
+        v = self.spec.verifier
+        return {"runtime": "in-process; the verifier in a worker process", "verifier": v.kind,
+                "verifier_options": v.model_dump(exclude_defaults=True, exclude={"kind"}),
+                "extraction": self.spec.extraction, "answer_format": self.answer_format,
+                "heldout_fraction": self.spec.heldout_fraction}
 
     def messages(self, task: Task) -> list[dict]:
         """The row's system prompt (or the built-in one), then the prompt and the extraction's instruction."""
@@ -164,10 +183,40 @@ class UserDomain(TextDomain):
             breakdown["verifier_error"] = why
         return FORMAT_WEIGHT + CORRECT_WEIGHT * float(ok), breakdown
 
-    def to_json(self) -> dict:
-        """The definition and rows as JSON types (`from_json` rebuilds the same domain)."""
-        return {"spec": self.spec.model_dump(mode="json"), "rows": [asdict(r) for r in self.rows],
-                "version": self.version}
+
+
+@dataclass(frozen=True, eq=False)
+class UserCodeDomain(UserRows, SandboxDomain):
+    """A user domain of code with unit tests, judged in a sandbox exactly as the built-in
+    `humaneval` (`domains.code.humaneval.tests_job`: the model's code and the tests run in
+    separate processes; passing needs the judge's per-job nonce). Reward 1 if every test
+    passes, else 0; the reply's last ```python block (or the whole reply) is its code."""
+
+    kind = "code"
+    needs_sandbox = True
+
+    @property
+    def environment(self) -> dict:
+        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
+                "verifier": "the row's unit tests in a judge process", "timeout_s": self.spec.verifier.timeout_s,
+                "heldout_fraction": self.spec.heldout_fraction}
+
+    def row_entry(self, row: TaskRow) -> dict:
+        return {"prompt": row.prefix, "test": row.test, "entry_point": row.entry_point}
+
+    def messages(self, task: Task) -> list[dict]:
+        """The row's system prompt (or the built-in one), then the prompt and `CODE_INSTRUCTION`."""
+        return [{"role": "system", "content": task.entry.get("system") or SYSTEM_PROMPT},
+                {"role": "user", "content": f"{task.question}\n{CODE_INSTRUCTION}"}]
+
+    def reference_completion(self, task: Task) -> str:
+        return task.answer
+
+    def verification_job(self, task: Task, completion: str):
+        return tests_job(task, completion, kind=self.name, timeout_s=self.spec.verifier.timeout_s)
+
+    def score_result(self, task: Task, completion: str, job) -> tuple[float, dict]:
+        return tests_score(completion, job)
 
 
 def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
@@ -194,8 +243,9 @@ def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
                 raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not JSON (json verifier)") from None
 
 
-def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version: int = 0) -> UserDomain:
-    """A `UserDomain` from a definition and its task rows (`domains.user.data.build_rows`).
+def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version: int = 0) -> UserRows:
+    """A `UserDomain` (or, for the code_tests verifier, a `UserCodeDomain`) from a definition
+    and its task rows (`domains.user.data.build_rows`).
 
     Raises:
         ConfigError: a bad definition, a reference answer the verifier can't judge (its row
@@ -231,11 +281,11 @@ def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version
             side = "held out" if held else "left for training"
             raise ConfigError(f"level {level}: none of its {n} rows is {side} (heldout_fraction "
                               f"{spec.heldout_fraction}); add rows at level {level} or change heldout_fraction")
-    return UserDomain(spec, tuple(rows), version, data_digest(tuple(rows)),
-                      {k: tuple(v) for k, v in sides.items()})
+    cls = UserCodeDomain if spec.verifier.kind == "code_tests" else UserDomain
+    return cls(spec, tuple(rows), version, data_digest(tuple(rows)), {k: tuple(v) for k, v in sides.items()})
 
 
-def from_json(data: dict) -> UserDomain:
+def from_json(data: dict) -> UserRows:
     """The domain `UserDomain.to_json` wrote.
 
     Raises:

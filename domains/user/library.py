@@ -28,7 +28,7 @@ import yaml
 from core.errors import ConfigError
 from domains import registry
 from domains.user.data import TaskRow, build_rows, read_rows
-from domains.user.domain import UserDomain, build_domain
+from domains.user.domain import UserRows, build_domain
 from domains.user.spec import parse_spec
 
 EXPORT_FORMAT = "rlwb-user-domain/1"
@@ -54,7 +54,7 @@ def load_definition(path: str | Path) -> dict:
     return raw
 
 
-def prepare(definition: dict, rows: list[dict] | None = None) -> UserDomain:
+def prepare(definition: dict, rows: list[dict] | None = None) -> UserRows:
     """The domain a definition describes, built and checked but not stored.
 
     Args:
@@ -77,7 +77,7 @@ def prepare(definition: dict, rows: list[dict] | None = None) -> UserDomain:
     return build_domain(spec, build_rows(spec, rows))
 
 
-def _save(store, domain: UserDomain, note: str, new: bool) -> UserDomain:
+def _save(store, domain: UserRows, note: str, new: bool) -> UserRows:
     from domains.conformance import check_domain  # the checker on first use (it plays tasks)
 
     check_domain(domain)  # before anything is stored
@@ -89,7 +89,7 @@ def _save(store, domain: UserDomain, note: str, new: bool) -> UserDomain:
 
 
 def add_domain(store, definition: dict, rows: list[dict] | None = None, note: str = "",
-               new: bool = True) -> UserDomain:
+               new: bool = True) -> UserRows:
     """Build, check, store and register a user domain (`prepare`); a new name with `new`,
     else a new version of a stored one. Returns the stored domain (its `version` set).
 
@@ -99,7 +99,7 @@ def add_domain(store, definition: dict, rows: list[dict] | None = None, note: st
     return _save(store, prepare(definition, rows), note, new)
 
 
-def load_user_domain(store, name: str, version: int | None = None) -> UserDomain:
+def load_user_domain(store, name: str, version: int | None = None) -> UserRows:
     """A stored user domain (the newest version unless `version`).
 
     Raises:
@@ -162,7 +162,7 @@ def export_domain(store, name: str, path: str | Path, version: int | None = None
     return path
 
 
-def import_domain(store, path: str | Path, name: str | None = None, note: str = "") -> UserDomain:
+def import_domain(store, path: str | Path, name: str | None = None, note: str = "") -> UserRows:
     """Store a user domain from an `export_domain` file (as a new domain, optionally renamed).
 
     Raises:

@@ -22,7 +22,7 @@ from core.errors import ConfigError
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{1,47}$"  # a registry name: lower-case letters, digits, "_"
 EXTRACTIONS = ("answer_line", "tags", "boxed", "last_number", "whole")
-VERIFIERS = ("exact", "numeric", "math", "choice", "regex", "json")
+VERIFIERS = ("exact", "numeric", "math", "choice", "regex", "json", "code_tests")
 
 
 class ColumnMap(BaseModel):
@@ -63,17 +63,25 @@ class VerifierSpec(BaseModel):
             "numeric" (within `abs_tol` or `rel_tol`; "1,234", a unicode minus and "45%"
             read as numbers), "math" (equivalence by math-verify), "choice" (a letter of
             a multiple-choice question), "regex" (the answer must fully match a pattern)
-            or "json" (a JSON reply: equal fields, or valid against `json_schema`).
+            "json" (a JSON reply: equal fields, or valid against `json_schema`) or
+            "code_tests" (the reply's last Python block passes the row's unit tests in a
+            sandbox: HumanEval's format, a `check(candidate)` function; the extraction
+            does not apply).
         case_sensitive: exact and choice: compare case too.
         abs_tol, rel_tol: numeric: the tolerances (`math.isclose`).
         pattern: regex: the pattern every answer must fully match (or `pattern_column`).
         pattern_column: regex: the column holding each row's own pattern.
         fields: json: compare only these top-level fields (default: the whole value).
         json_schema: json: a JSON Schema the reply must satisfy (with or without fields).
+        test_column: code_tests: the column with the tests (`def check(candidate): ...`).
+        entry_point_column: code_tests: the column with the function's name.
+        prefix_column: code_tests: a column of code put before the model's when the reply
+            is only a function body (HumanEval's "prompt": imports and the signature).
+        timeout_s: code_tests: seconds the tests may run.
     """
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["exact", "numeric", "math", "choice", "regex", "json"] = "exact"
+    kind: Literal["exact", "numeric", "math", "choice", "regex", "json", "code_tests"] = "exact"
     case_sensitive: bool = False
     abs_tol: float = Field(0.0, ge=0)
     rel_tol: float = Field(1e-6, ge=0, le=1)
@@ -81,6 +89,10 @@ class VerifierSpec(BaseModel):
     pattern_column: str | None = None
     fields: list[str] | None = None
     json_schema: dict[str, Any] | None = None
+    test_column: str = "test"
+    entry_point_column: str = "entry_point"
+    prefix_column: str | None = None
+    timeout_s: float = Field(10.0, gt=0, le=60)
 
     @model_validator(mode="after")
     def _regex_has_a_pattern(self) -> "VerifierSpec":
