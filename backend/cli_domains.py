@@ -3,6 +3,7 @@
     rlwb domains add sums.yaml                        # a definition file (YAML/JSON) naming its data file
     rlwb domains add --data q.jsonl --name sums --prompt question --answer answer --verifier numeric
     rlwb domains update sums.yaml                     # a new version of a stored domain
+    rlwb domains add --data q.csv --name graded --prompt q --answer a --reward-file reward.py
     rlwb domains export sums sums.rlwb.json; rlwb domains import sums.rlwb.json --name sums_copy
     rlwb domains remove sums
 
@@ -48,6 +49,9 @@ def _definition(args) -> dict:
             if not isinstance(node, dict):
                 raise ConfigError(f"domain field '{key}': a mapping of fields")
         node[path[-1]] = value
+    if getattr(args, "reward_file", None):
+        source = Path(args.reward_file).read_text(encoding="utf-8")
+        definition.setdefault("verifier", {}).update(kind="python", source=source)
     if args.verifier_options:
         try:
             options = json.loads(args.verifier_options)
@@ -121,7 +125,9 @@ def _definition_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="a per-row system prompt column")
     p.add_argument("--level", help="a difficulty level column (whole numbers >= 1)")
     p.add_argument("--id", help="a unique row id column (the held-out split hashes it)")
-    p.add_argument("--verifier", choices=["exact", "numeric", "math", "choice", "regex", "json"])
+    p.add_argument("--verifier", choices=["exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python"])
+    p.add_argument("--reward-file", dest="reward_file", help="a Python file defining reward(reply, answer, row) -> "
+                                                            "0..1 (the python verifier; it runs in a sandbox)")
     p.add_argument("--verifier-options", help="JSON, e.g. '{\"rel_tol\": 0.01}' or '{\"pattern\": \"[0-9]+\"}'")
     p.add_argument("--extraction", choices=["answer_line", "tags", "boxed", "last_number", "whole"])
     p.add_argument("--heldout-fraction", dest="heldout_fraction", type=float, help="share held out (0.05-0.5)")

@@ -284,6 +284,17 @@ class SandboxDomain(Domain):
         """(reward, breakdown) from the job's `JobResult`; breakdown["fault"] == "harness"
         when the sandbox machinery failed (the sample then counts for nothing)."""
 
+    def probe_replies(self, task: Task, other: Task | None) -> dict[str, str]:
+        """Replies validation scores for `task` (`domains.validation`), by what they are:
+        "reference" must score 1; "blank" and "malformed" 0; "wrong" (another task's
+        answer) below 1. A domain whose verifier is the user's may add "junk_after" (the
+        reference followed by junk: flagged if it scores as high as the reference),
+        "no_answer" and "format_only" (flagged if they score above 0)."""
+        probes = {"reference": self.reference_completion(task), "blank": "", "malformed": "```python\ndef broken(:\n```"}
+        if other is not None:
+            probes["wrong"] = other.answer
+        return probes
+
 
 class EpisodeEnv(abc.ABC):
     """What the Gymnasium environment an `EpisodeDomain` plays a task in adds to `gym.Env`

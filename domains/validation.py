@@ -194,6 +194,39 @@ def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
             "examples": examples}
 
 
+def reward_audit(scored: list[tuple[str, Task, float, dict]]) -> list[str]:
+    """What a user's verifier rewards that it shouldn't, from probe replies already scored
+    as (kind, task, reward, breakdown) (`SandboxDomain.probe_replies`): an empty reply above
+    0, the reference followed by junk as high as the reference, a reply without an answer
+    or with only the format above 0, another row's answer at full marks, the same reply
+    scored differently, the verifier raising. One line per finding; [] if none fired."""
+    by_kind: dict[str, list] = {}
+    for kind, task, reward, b in scored:
+        if not b.get("fault"):
+            by_kind.setdefault(kind, []).append((task.seed, reward, b))
+    out = []
+    ref = {seed: r for seed, r, _ in by_kind.get("reference", [])}
+    if (empty := [r for _, r, _ in by_kind.get("blank", []) if r > 0]):
+        out.append(f"gives {max(empty):.2f} to an empty reply")
+    if (junk := [s for s, r, _ in by_kind.get("junk_after", []) if s in ref and ref[s] > 0 and r >= ref[s]]):
+        out.append(f"rewards the answer followed by junk as much as the answer ({len(junk)} of "
+                   f"{len(by_kind['junk_after'])} rows)")
+    for kind, what in (("no_answer", "a reply that holds no answer"), ("format_only", "the answer format alone")):
+        if (high := [r for _, r, _ in by_kind.get(kind, []) if r > 0]):
+            out.append(f"rewards {what} (up to {max(high):.2f})")
+    wrong = by_kind.get("wrong", [])
+    if (full := [s for s, r, _ in wrong if r >= 1.0]) and "junk_after" in by_kind:
+        out.append(f"gives full marks to another row's answer on {len(full)} of {len(wrong)} rows")
+    again = {s: r for s, r, _ in by_kind.get("reference_again", [])}
+    if (differ := [s for s in again if s in ref and again[s] != ref[s]]):
+        out.append(f"non-deterministic: the same reply scored {ref[differ[0]]:.3f} and {again[differ[0]]:.3f}")
+    probes = [b for rows in by_kind.values() for _, _, b in rows]
+    if (errors := [b["verifier_error"] for b in probes if b.get("verifier_error")]):
+        out.append(f"raises or fails on {len(errors)} of {len(probes)} replies ({100 * len(errors) / len(probes):.0f}%), "
+                   f"e.g. {errors[0][:120]}")
+    return out
+
+
 def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict:
     """Verifier checks of a sandboxed domain (humaneval or terminal_*) in `pool`."""
     from collections import Counter
@@ -222,22 +255,25 @@ def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict
 
         cases = []
         for task in sample:
-            other = next((o for o in tasks if o.entry["task_id"] != task.entry["task_id"]), None)
-            cases += [("reference", task, domain.reference_completion(task)), ("blank", task, ""),
-                      ("malformed", task, "```python\ndef broken(:\n```")]
-            if other is not None:
-                cases.append(("wrong", task, other.answer))
+            other = next((o for o in tasks if o.entry["task_id"] != task.entry["task_id"]
+                          and o.answer != task.answer), None)
+            probes = domain.probe_replies(task, other)
+            cases += [(kind, task, text) for kind, text in probes.items()]
+            if "junk_after" in probes:  # a user's verifier: scored twice, it must agree with itself
+                cases.append(("reference_again", task, probes["reference"]))
         sched = Scheduler(pool)
         try:
             results = sched.run([domain.verification_job(t, c) for _, t, c in cases])
         finally:
             sched.close()
-        for (kind, task, completion), res in zip(cases, results):
-            reward, b = domain.score_result(task, completion, res)
+        scored = [(kind, task, *domain.score_result(task, completion, res))
+                  for (kind, task, completion), res in zip(cases, results)]
+        for kind, task, reward, b in scored:
             if b.get("fault"):
                 problems.append(f"harness fault on {task.entry['task_id']}: {b.get('error', '')[:100]}")
-            else:
+            elif kind in ("reference", "blank", "malformed", "wrong"):
                 count(kind, reward)
+        problems += reward_audit(scored)
     n = len(sample)
     if tally["blank"] < tally["blank_n"]:
         problems.append(f"{tally['blank_n'] - tally['blank']} of {tally['blank_n']} empty or malformed answers "

@@ -33,7 +33,13 @@ VERIFIER_HELP = {"exact": "equal after normalising case, spaces, punctuation and
                  "choice": "the same option letter (B, (b), B) ...)",
                  "regex": "the answer fully matches a regular expression",
                  "json": "the reply is JSON equal to the reference (or to some fields, or valid for a schema)",
-                 "code_tests": "the reply's Python code passes the row's unit tests in a sandbox"}
+                 "code_tests": "the reply's Python code passes the row's unit tests in a sandbox",
+                 "python": "your own reward(reply, answer, row) function, run in a sandbox"}
+REWARD_TEMPLATE = '''def reward(reply, answer, row):
+    """0..1 for one reply; row has "id", "prompt", "metadata" and "extracted" (the answer found)."""
+    got = row["extracted"]
+    return 1.0 if got is not None and got.strip() == answer.strip() else 0.0
+'''
 
 
 def _read_upload(upload) -> list[dict]:
@@ -116,6 +122,11 @@ def _verifier_fields(columns: list[str]) -> dict:
             verifier["prefix_column"] = prefix
         st.caption("The answer column holds a reference solution; the extraction does not apply (the reply's last "
                    "```python block is its code).")
+    if kind == "python":
+        verifier["source"] = st.text_area("Reward function (Python)", value=REWARD_TEMPLATE, key="nd_source", height=180)
+        verifier["timeout_s"] = st.number_input("Time limit per reply (s)", 1.0, 60.0, 10.0, key="nd_timeout")
+        st.caption("It runs in a sandbox, never in the trainer. Validation audits it: an empty reply, the answer "
+                   "followed by junk, a reply without an answer, another row's answer must not get full marks.")
     return verifier
 
 

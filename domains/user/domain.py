@@ -21,21 +21,24 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from core.errors import ConfigError
 from domains.answers import MAX_COMPLETION_CHARS, malformed
-from domains.code.humaneval import tests_job, tests_score
+from domains.code.humaneval import job_nonce, tests_job, tests_score
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, TAG_INSTRUCTION,
                               SandboxDomain, Task, TextDomain, as_int, check_difficulty)
 from domains.splits import heldout_share, is_heldout
 from domains.user.data import TaskRow
 from domains.user.spec import UserDomainSpec, parse_spec
 from domains.user.verifiers import extract, read_number, verify
+from sandboxes.pool import SandboxJob
 
 FAMILY = "user"
 INSTRUCTIONS = {"answer_line": ANSWER_INSTRUCTION, "tags": TAG_INSTRUCTION,
                 "boxed": "Put your final answer in \\boxed{}.", "last_number": "End your reply with the final number.",
                 "whole": ""}
+REWARD_RUNNER = (Path(__file__).with_name("reward_runner.py")).read_text(encoding="utf-8")
 CODE_INSTRUCTION = "Reply with your code in one ```python code block."
 _LETTER = re.compile(r"^\W*\(?[A-Za-z]\b")
 
@@ -119,6 +122,22 @@ class UserRows:
                  "pattern": row.pattern, "metadata": row.metadata, **self.row_entry(row)}
         return Task(self.name, index, row.prompt, row.answer, level, entry, entry)
 
+    def messages(self, task: Task) -> list[dict]:
+        """The row's system prompt (or the built-in one), then the prompt and the extraction's instruction."""
+        instruction = INSTRUCTIONS[self.spec.extraction]
+        user = f"{task.question}\n{instruction}" if instruction else task.question
+        return [{"role": "system", "content": task.entry.get("system") or SYSTEM_PROMPT},
+                {"role": "user", "content": user}]
+
+    def reference_completion(self, task: Task) -> str:
+        return self.wrap_answer(task.answer)
+
+    def wrap_answer(self, answer: str) -> str:
+        """`answer` as the extraction expects it (`Answer: x`, `<answer>x</answer>`, `\\boxed{x}`, x)."""
+        how = self.spec.extraction
+        return {"answer_line": f"Answer: {answer}", "tags": f"<answer>{answer}</answer>",
+                "boxed": f"\\boxed{{{answer}}}"}.get(how, answer)
+
     def row_entry(self, row: TaskRow) -> dict:
         """Fields a verifier needs beyond the common ones (code domains: tests, entry point)."""
         return {}
@@ -144,22 +163,6 @@ class UserDomain(UserRows, TextDomain):
                 "verifier_options": v.model_dump(exclude_defaults=True, exclude={"kind"}),
                 "extraction": self.spec.extraction, "answer_format": self.answer_format,
                 "heldout_fraction": self.spec.heldout_fraction}
-
-    def messages(self, task: Task) -> list[dict]:
-        """The row's system prompt (or the built-in one), then the prompt and the extraction's instruction."""
-        instruction = INSTRUCTIONS[self.spec.extraction]
-        user = f"{task.question}\n{instruction}" if instruction else task.question
-        return [{"role": "system", "content": task.entry.get("system") or SYSTEM_PROMPT},
-                {"role": "user", "content": user}]
-
-    def reference_completion(self, task: Task) -> str:
-        return self.wrap_answer(task.answer)
-
-    def wrap_answer(self, answer: str) -> str:
-        """`answer` as the extraction expects it (`Answer: x`, `<answer>x</answer>`, `\\boxed{x}`, x)."""
-        how = self.spec.extraction
-        return {"answer_line": f"Answer: {answer}", "tags": f"<answer>{answer}</answer>",
-                "boxed": f"\\boxed{{{answer}}}"}.get(how, answer)
 
     def score(self, task: Task, completion: str) -> tuple[float, dict]:
         """(reward, breakdown): FORMAT_WEIGHT for an answer found by the extraction, plus
@@ -202,7 +205,7 @@ class UserCodeDomain(UserRows, SandboxDomain):
                 "heldout_fraction": self.spec.heldout_fraction}
 
     def row_entry(self, row: TaskRow) -> dict:
-        return {"prompt": row.prefix, "test": row.test, "entry_point": row.entry_point}
+        return {"prompt": row.prefix, "test": row.test, "entry_point": row.entry_point, "task_id": row.id}
 
     def messages(self, task: Task) -> list[dict]:
         """The row's system prompt (or the built-in one), then the prompt and `CODE_INSTRUCTION`."""
@@ -217,6 +220,69 @@ class UserCodeDomain(UserRows, SandboxDomain):
 
     def score_result(self, task: Task, completion: str, job) -> tuple[float, dict]:
         return tests_score(completion, job)
+
+
+@dataclass(frozen=True, eq=False)
+class UserRewardDomain(UserRows, SandboxDomain):
+    """A user domain scored by the user's own Python reward function, run in a sandbox
+    (`domains.user.reward_runner`), never in the trainer's process: network off, the
+    sandbox's memory limit, `verifier.timeout_s` seconds. A function that raises, hangs,
+    returns NaN or a value outside [0, 1] scores the reply 0 with "verifier_error" saying why.
+    Its catalogue kind is "code", the kind of every sandbox-scored part (`domains.contract`)."""
+
+    kind = "code"
+    needs_sandbox = True
+
+    @property
+    def environment(self) -> dict:
+        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
+                "verifier": "the user's reward(reply, answer, row)", "timeout_s": self.spec.verifier.timeout_s,
+                "extraction": self.spec.extraction, "heldout_fraction": self.spec.heldout_fraction}
+
+    def row_entry(self, row: TaskRow) -> dict:
+        return {"task_id": row.id}
+
+    def probe_replies(self, task: Task, other: Task | None) -> dict[str, str]:
+        """The reward audit's replies (`domains.validation.reward_audit`): the reference, an
+        empty reply, junk, the reference followed by junk, a reply with no answer but a
+        number in it, the answer format alone, and another row's answer."""
+        probes = {"reference": self.reference_completion(task), "blank": "", "malformed": "\x00\x01",
+                  "junk_after": self.wrap_answer(f"{task.answer} zzz 12345 ### lorem ipsum"),
+                  "no_answer": "I can't solve this one, sorry. Maybe 7?", "format_only": self.wrap_answer("")}
+        if other is not None:
+            probes["wrong"] = self.wrap_answer(other.answer)
+        return probes
+
+    def verification_job(self, task: Task, completion: str):
+        job = SandboxJob("python3 -I reward_runner.py", kind=self.name, timeout_s=self.spec.verifier.timeout_s,
+                         files={"reward_fn.py": self.spec.verifier.source, "reward_runner.py": REWARD_RUNNER})
+        text = completion if isinstance(completion, str) else ""
+        row = {"id": task.entry.get("id"), "prompt": task.question, "metadata": task.entry.get("metadata", {}),
+               "extracted": extract(text, self.spec.extraction)}
+        job.stdin = json.dumps({"nonce": job_nonce(job.id), "reply": text, "answer": task.answer, "row": row})
+        return job
+
+    def score_result(self, task: Task, completion: str, job) -> tuple[float, dict]:
+        """(the function's reward, breakdown): "score" is the reward, "correct" 1.0 at full
+        marks, "details" the function's own breakdown; a harness failure is a "fault"."""
+        extracted = extract(completion if isinstance(completion, str) else "", self.spec.extraction)
+        base = {"format": float(extracted is not None), "extracted": None if extracted is None else extracted[:200]}
+        if job.result is None:
+            return 0.0, {**base, "correct": 0.0, "fault": "harness", "error": job.error[:300]}
+        nonce = job_nonce(job.job_id)
+        line = next((ln for ln in reversed(job.result.stdout.splitlines()) if ln.startswith(nonce)), None)
+        if job.result.timed_out:
+            why = f"the reward function ran past {self.spec.verifier.timeout_s:g} s"
+        elif line is None:
+            why = f"the reward function gave no result (exit code {job.result.exit_code}: {job.result.stderr[-200:]!r})"
+        else:
+            result = json.loads(line[len(nonce):])
+            if "error" not in result:
+                reward = float(result["reward"])
+                return reward, {**base, "score": reward, "correct": float(reward >= 1.0),
+                                "details": result.get("breakdown", {})}
+            why = result["error"]
+        return 0.0, {**base, "score": 0.0, "correct": 0.0, "verifier_error": why[:300]}
 
 
 def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
@@ -281,7 +347,7 @@ def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version
             side = "held out" if held else "left for training"
             raise ConfigError(f"level {level}: none of its {n} rows is {side} (heldout_fraction "
                               f"{spec.heldout_fraction}); add rows at level {level} or change heldout_fraction")
-    cls = UserCodeDomain if spec.verifier.kind == "code_tests" else UserDomain
+    cls = {"code_tests": UserCodeDomain, "python": UserRewardDomain}.get(spec.verifier.kind, UserDomain)
     return cls(spec, tuple(rows), version, data_digest(tuple(rows)), {k: tuple(v) for k, v in sides.items()})
 
 

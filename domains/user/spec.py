@@ -22,7 +22,8 @@ from core.errors import ConfigError
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{1,47}$"  # a registry name: lower-case letters, digits, "_"
 EXTRACTIONS = ("answer_line", "tags", "boxed", "last_number", "whole")
-VERIFIERS = ("exact", "numeric", "math", "choice", "regex", "json", "code_tests")
+VERIFIERS = ("exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python")
+MAX_REWARD_SOURCE_CHARS = 100_000
 
 
 class ColumnMap(BaseModel):
@@ -66,7 +67,8 @@ class VerifierSpec(BaseModel):
             "json" (a JSON reply: equal fields, or valid against `json_schema`) or
             "code_tests" (the reply's last Python block passes the row's unit tests in a
             sandbox: HumanEval's format, a `check(candidate)` function; the extraction
-            does not apply).
+            does not apply) or "python" (the user's own `reward(reply, answer, row)` in
+            `source`, run in a sandbox with a time limit; see `domains.user.reward_runner`).
         case_sensitive: exact and choice: compare case too.
         abs_tol, rel_tol: numeric: the tolerances (`math.isclose`).
         pattern: regex: the pattern every answer must fully match (or `pattern_column`).
@@ -77,11 +79,14 @@ class VerifierSpec(BaseModel):
         entry_point_column: code_tests: the column with the function's name.
         prefix_column: code_tests: a column of code put before the model's when the reply
             is only a function body (HumanEval's "prompt": imports and the signature).
-        timeout_s: code_tests: seconds the tests may run.
+        timeout_s: code_tests and python: seconds the tests or the function may run.
+        source: python: the reward function's source, defining `reward(reply, answer, row)`
+            that returns a number in [0, 1] or (number, breakdown dict); `row` holds "id",
+            "prompt", "metadata" and "extracted" (the answer found by the extraction).
     """
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["exact", "numeric", "math", "choice", "regex", "json", "code_tests"] = "exact"
+    kind: Literal["exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python"] = "exact"
     case_sensitive: bool = False
     abs_tol: float = Field(0.0, ge=0)
     rel_tol: float = Field(1e-6, ge=0, le=1)
@@ -93,11 +98,19 @@ class VerifierSpec(BaseModel):
     entry_point_column: str = "entry_point"
     prefix_column: str | None = None
     timeout_s: float = Field(10.0, gt=0, le=60)
+    source: str | None = Field(None, max_length=MAX_REWARD_SOURCE_CHARS)
 
     @model_validator(mode="after")
     def _regex_has_a_pattern(self) -> "VerifierSpec":
         if self.kind == "regex" and (self.pattern is None) == (self.pattern_column is None):
             raise ValueError("a regex verifier needs exactly one of 'pattern' and 'pattern_column'")
+        if self.kind == "python":
+            if not (self.source or "").strip():
+                raise ValueError("a python verifier needs 'source': code defining reward(reply, answer, row)")
+            try:
+                compile(self.source, "reward_fn.py", "exec")
+            except SyntaxError as e:
+                raise ValueError(f"the reward function's source does not compile: {e.msg} (line {e.lineno})") from None
         return self
 
 
