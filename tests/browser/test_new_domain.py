@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from backend.store import Store
 from tests.browser.streamlit_ui import (
-    by_label, click_button, expect, fill_text, goto, screenshot, select_option, wait_idle,
+    by_label, click_button, expect, fill_text, goto, screenshot, select_option, selectbox, wait_idle,
 )
-from tests.browser.test_launch_stop_resume import RUN_WAIT_MS, _fill_tiny, _metric, _runs
-
-pytestmark = pytest.mark.usefixtures("lpage")
+from tests.browser.test_launch_stop_resume import (  # noqa: F401 - launch_db, launch_url, lpage: fixtures
+    RUN_WAIT_MS, _fill_tiny, _metric, _runs, launch_db, launch_url, lpage,
+)
 
 
 def _open_tab(page, name: str) -> None:
@@ -44,10 +42,12 @@ def test_a_jsonl_file_becomes_a_domain_a_mix_and_a_run(lpage, launch_db, tiny_mo
     page.locator("input[type=file]").set_input_files(str(data))
     wait_idle(page, "60 rows")
     fill_text(page, "Domain name", "doubling")
-    select_option(page, "Prompt column", "question")
-    select_option(page, "Answer column", "answer")
+    # the first column is offered as the prompt and a column named "answer" as the answer
+    expect(selectbox(page, "Prompt column")).to_have_value("question")
+    expect(selectbox(page, "Answer column")).to_have_value("answer")
     wait_idle(page, "The prompt as the model sees it")
-    expect(page.get_by_text("Give your final answer on the last line as: Answer: <answer>").first).to_be_visible()
+    expect(page.get_by_text("Give your final answer on the last line as: Answer: <answer>").filter(visible=True).first
+           ).to_be_visible()
     click_button(page, "Save domain")
     wait_idle(page, "Saved doubling version 1")
     click_button(page, "Validate now")
