@@ -138,6 +138,12 @@ class UserRows:
         return {"answer_line": f"Answer: {answer}", "tags": f"<answer>{answer}</answer>",
                 "boxed": f"\\boxed{{{answer}}}"}.get(how, answer)
 
+    def sandbox_environment(self, verifier: str) -> dict:
+        """The catalogue's environment facts of a sandbox-scored user domain."""
+        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
+                "verifier": verifier, "timeout_s": self.spec.verifier.timeout_s,
+                "heldout_fraction": self.spec.heldout_fraction}
+
     def row_entry(self, row: TaskRow) -> dict:
         """Fields a verifier needs beyond the common ones (code domains: tests, entry point)."""
         return {}
@@ -200,9 +206,7 @@ class UserCodeDomain(UserRows, SandboxDomain):
 
     @property
     def environment(self) -> dict:
-        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
-                "verifier": "the row's unit tests in a judge process", "timeout_s": self.spec.verifier.timeout_s,
-                "heldout_fraction": self.spec.heldout_fraction}
+        return self.sandbox_environment("the row's unit tests in a judge process")
 
     def row_entry(self, row: TaskRow) -> dict:
         return {"prompt": row.prefix, "test": row.test, "entry_point": row.entry_point, "task_id": row.id}
@@ -235,9 +239,7 @@ class UserRewardDomain(UserRows, SandboxDomain):
 
     @property
     def environment(self) -> dict:
-        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
-                "verifier": "the user's reward(reply, answer, row)", "timeout_s": self.spec.verifier.timeout_s,
-                "extraction": self.spec.extraction, "heldout_fraction": self.spec.heldout_fraction}
+        return {**self.sandbox_environment("the user's reward(reply, answer, row)"), "extraction": self.spec.extraction}
 
     def row_entry(self, row: TaskRow) -> dict:
         return {"task_id": row.id}
