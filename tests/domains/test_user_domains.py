@@ -219,3 +219,25 @@ def test_numbers_read_alike():
 
     assert read_number("1,234.5") == 1234.5 and read_number("12%") == pytest.approx(0.12)
     assert read_number("inf") is None and read_number("3 apples") is None and math.isclose(read_number("+2"), 2)
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--prompt", "q"], "row 1: no column 'q'"),
+    (["--prompt", "question", "--verifier", "numeric", "--answer", "question"], "is not a number"),
+    (["--prompt", "question", "--name", "chain_sum"], "built-in domain"),
+    (["--prompt", "question", "--heldout-fraction", "0.9"], "heldout_fraction"),
+    (["--prompt", "question", "--reward-file", "/no/such/reward.py"], "No such file"),
+])
+def test_the_cli_refuses_bad_input_with_one_line_and_stores_nothing(tmp_path, capsys, args, match):
+    from backend.cli import main
+
+    data = _write(tmp_path, "jsonl")
+    db = tmp_path / "cli.db"
+    base = ["--db", str(db), "domains", "add", "--data", str(data), "--name", "cli_sums", "--answer", "answer"]
+    code = main(base + args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: ") and match in err, err
+    assert Store(db).list_user_domains() == []
+    assert main(base + ["--prompt", "question", "--verifier", "numeric"]) == 0  # the fixed command works
+    assert "cli_sums version 1: 60 rows" in capsys.readouterr().out
+    registry.unregister("cli_sums")
