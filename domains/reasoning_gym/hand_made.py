@@ -3,8 +3,8 @@
 `basic_arithmetic`, `whole_number_arithmetic`, `chain_sum`, `products`, `gsm_symbolic`,
 `letter_counting` and `spell_backward` ask for a one-line `Answer: ...` (the rest of reasoning-gym's generators,
 `domains.reasoning_gym.catalogue`, use `<answer>` tags). The quickstart trains on
-whole_number_arithmetic, chain_sum and products at level 1; their levels stay fixed so
-measured results stay comparable.
+basic_arithmetic, chain_sum and products at level 1; their levels stay fixed so measured
+results stay comparable.
 
     domains = hand_made_domains()          # name -> ReasoningGymDomain
 """
@@ -100,8 +100,7 @@ def _products_item(ds: Any, seed: int, level: int) -> dict:
 # whole_number_arithmetic: operand ranges per level and operator. Every result is a whole
 # number: a difference never goes below 1 and a quotient is exact (the dividend is b * q).
 # Level 1 adds and subtracts two-digit numbers: with one-digit operands everywhere,
-# SmolLM2-135M already answered 82% right once its format was forgiven, left GRPO nothing to
-# learn there and taught the quickstart's run to answer without working (README, "Measured").
+# SmolLM2-135M already answered 82% right once its format was forgiven (README, "Measured").
 _WHOLE_RANGES = {
     1: {"+": (10, 99), "-": (10, 99), "*": (2, 9), "/": (2, 9)},
     2: {"+": (100, 999), "-": (100, 999), "*": (2, 19), "/": (2, 19)},
@@ -150,7 +149,7 @@ def _whole_number_item(ds: Any, seed: int, level: int) -> dict:
 
 def hand_made_domains() -> dict[str, ReasoningGymDomain]:
     """The seven hand-made domains (the first quickstart used five; today's uses
-    whole_number_arithmetic, chain_sum and products), with levels picked by hand and kept stable so measured results
+    basic_arithmetic, chain_sum and products), with levels picked by hand and kept stable so measured results
     stay comparable. They ask for a one-line `Answer: ...`."""
     return {d.name: d for d in [
         ReasoningGymDomain(
