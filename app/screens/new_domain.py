@@ -34,7 +34,8 @@ VERIFIER_HELP = {"exact": "equal after normalising case, spaces, punctuation and
                  "regex": "the answer fully matches a regular expression",
                  "json": "the reply is JSON equal to the reference (or to some fields, or valid for a schema)",
                  "code_tests": "the reply's Python code passes the row's unit tests in a sandbox",
-                 "python": "your own reward(reply, answer, row) function, run in a sandbox"}
+                 "python": "your own reward(reply, answer, row) function, run in a sandbox",
+                 "checker": "a multi-turn shell task in a sandbox; a checker command decides"}
 REWARD_TEMPLATE = '''def reward(reply, answer, row):
     """0..1 for one reply; row has "id", "prompt", "metadata" and "extracted" (the answer found)."""
     got = row["extracted"]
@@ -122,6 +123,20 @@ def _verifier_fields(columns: list[str]) -> dict:
             verifier["prefix_column"] = prefix
         st.caption("The answer column holds a reference solution; the extraction does not apply (the reply's last "
                    "```python block is its code).")
+    if kind == "checker":
+        c = st.columns(3)
+        with c[0]:
+            files = _column("Files column", columns, "nd_files_col", optional=True,
+                            help="a JSON object of path -> text written into /workspace")
+        with c[1]:
+            setup = _column("Setup command column", columns, "nd_setup_col", optional=True)
+        with c[2]:
+            verifier["checker_column"] = _column("Checker command column", columns, "nd_checker_col", optional=False,
+                                                 help="run in /workspace after the episode: exit 0 = solved")
+        verifier.update({k: v for k, v in (("files_column", files), ("setup_column", setup)) if v})
+        verifier["checker_score"] = st.checkbox("The checker prints a score in [0, 1] on its last line",
+                                                key="nd_checker_score")
+        st.caption("The answer column holds reference commands, one per line; validation plays them.")
     if kind == "python":
         verifier["source"] = st.text_area("Reward function (Python)", value=REWARD_TEMPLATE, key="nd_source", height=180)
         verifier["timeout_s"] = st.number_input("Time limit per reply (s)", 1.0, 60.0, 10.0, key="nd_timeout")

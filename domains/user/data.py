@@ -53,6 +53,8 @@ class TaskRow:
         metadata: The metadata columns' values (JSON types).
         test, entry_point, prefix: The code_tests verifier's tests, function name and
             code before the reply ("" for other verifiers).
+        files, setup, checker: The checker verifier's workspace files (path -> text),
+            setup command and checker command.
     """
 
     id: str
@@ -65,6 +67,9 @@ class TaskRow:
     test: str = ""
     entry_point: str = ""
     prefix: str = ""
+    files: dict = field(default_factory=dict)
+    setup: str = ""
+    checker: str = ""
 
 
 def detect_format(path: Path) -> str:
@@ -260,6 +265,27 @@ def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _episode_fields(spec: UserDomainSpec, row: dict, i: int) -> dict:
+    """Row i's sandbox environment: files (a JSON object of path -> text), setup, checker."""
+    v = spec.verifier
+    files: Any = {}
+    if v.files_column:
+        files = row.get(v.files_column)
+        if isinstance(files, str):
+            try:
+                files = json.loads(files) if files.strip() else {}
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"row {i}: column '{v.files_column}' (the files) is not JSON ({e.msg})") from None
+        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in files.items()):
+            raise ConfigError(f"row {i}: column '{v.files_column}' (the files) must be an object of path -> text")
+        bad = [p for p in files if not p or p.startswith("/") or ".." in p.split("/")]
+        if bad:
+            raise ConfigError(f"row {i}: file path {bad[0]!r} must stay inside the workspace (relative, no '..')")
+    checker = v.checker if v.checker is not None else _field_text(row, v.checker_column, i, "checker")
+    setup = _field_text(row, v.setup_column, i, "setup command", required=False) if v.setup_column else ""
+    return {"files": files, "setup": setup, "checker": checker}
+
+
 def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
     """The rows as `TaskRow`s by the spec's column mapping, every one checked.
 
@@ -290,15 +316,17 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
         if spec.verifier.kind == "regex":
             pattern = spec.verifier.pattern if spec.verifier.pattern is not None else \
                 _field_text(row, spec.verifier.pattern_column, i, "pattern")
-        code = {}
+        extra: dict = {}  # the verifier's own fields of the row
         if spec.verifier.kind == "code_tests":
             v = spec.verifier
-            code = {"test": _field_text(row, v.test_column, i, "tests"),
+            extra = {"test": _field_text(row, v.test_column, i, "tests"),
                     "entry_point": _field_text(row, v.entry_point_column, i, "entry point").strip(),
                     "prefix": _field_text(row, v.prefix_column, i, "code prefix", required=False) if v.prefix_column else ""}
-            if not code["entry_point"].isidentifier():
+            if not extra["entry_point"].isidentifier():
                 raise ConfigError(f"row {i}: column '{v.entry_point_column}' (the entry point) is "
-                                  f"{code['entry_point'][:60]!r}, not a Python function name")
+                                  f"{extra['entry_point'][:60]!r}, not a Python function name")
+        if spec.verifier.kind == "checker":
+            extra = _episode_fields(spec, row, i)
         if cols.id is not None:
             row_id = _field_text(row, cols.id, i, "id")
         else:
@@ -311,7 +339,7 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
         missing = [c for c in cols.metadata if c not in row]
         if missing:
             raise ConfigError(f"row {i}: no column '{missing[0]}' (listed in columns.metadata)")
-        answer = answer if spec.verifier.kind == "code_tests" else answer.strip()  # code keeps its indentation
+        answer = answer if spec.verifier.kind in ("code_tests", "checker") else answer.strip()  # code keeps its indentation
         out.append(TaskRow(row_id, prompt, answer, system, _level(row, cols.level, i), pattern,
-                           {c: _json_safe(row[c]) for c in cols.metadata}, **code))
+                           {c: _json_safe(row[c]) for c in cols.metadata}, **extra))
     return tuple(out)

@@ -23,11 +23,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.errors import ConfigError
+from core.errors import ConfigError, SandboxError
 from domains.answers import MAX_COMPLETION_CHARS, malformed
 from domains.code.humaneval import job_nonce, tests_job, tests_score
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, TAG_INSTRUCTION,
-                              SandboxDomain, Task, TextDomain, as_int, check_difficulty)
+                              EpisodeDomain, SandboxDomain, Task, TextDomain, as_int, check_difficulty)
+from domains.terminal.env import SYSTEM_PROMPT as SHELL_PROMPT
+from domains.terminal.env import TerminalEnv
+from domains.terminal.tasks import TerminalTask
 from domains.splits import heldout_share, is_heldout
 from domains.user.data import TaskRow
 from domains.user.spec import UserDomainSpec, parse_spec
@@ -287,6 +290,97 @@ class UserRewardDomain(UserRows, SandboxDomain):
         return 0.0, {**base, "score": 0.0, "correct": 0.0, "verifier_error": why[:300]}
 
 
+class UserSandboxEnv(TerminalEnv):
+    """A user's sandbox task played turn by turn, as the terminal family's `TerminalEnv`
+    (same command format, observations and budgets): `reset` writes the row's files and runs
+    its setup command; at the end `check` runs the row's checker command in /workspace."""
+
+    def __init__(self, sandbox, max_turns: int, command_timeout_s: float, checker_timeout_s: float,
+                 checker_score: bool) -> None:
+        super().__init__(sandbox, max_turns=max_turns, command_timeout_s=command_timeout_s)
+        self.checker_timeout_s, self.checker_score = checker_timeout_s, checker_score
+        self.user_task: Task | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        """Start an episode of `options["task"]` (a user domain's `Task`).
+
+        Raises:
+            ConfigError: no task given.
+            SandboxError: the row's setup command failed (its output in the message).
+        """
+        task = (options or {}).get("task")
+        if task is None:
+            raise ConfigError("a user sandbox task is started with options={'task': task}")
+        self.user_task = task
+        e = task.entry
+        obs, info = super().reset(options={"task": TerminalTask(task.domain, task.seed, task.difficulty, task.question,
+                                                                 e["files"], "", (), task.answer)})
+        if e.get("setup"):
+            r = self._exec(e["setup"], timeout_s=self.checker_timeout_s, budget=False)
+            if not r.ok:
+                raise SandboxError(f"the task's setup command exited {r.exit_code}: {(r.stderr or r.stdout)[-300:]}")
+        return obs, info
+
+    def check(self) -> tuple[float, str]:
+        """The row's checker in the sandbox: (1.0 if it exits 0, else 0.0; or with
+        `checker_score` the score on its last stdout line), and its one-line verdict."""
+        r = self._exec(self.user_task.entry["checker"], timeout_s=self.checker_timeout_s, budget=False)
+        lines = r.stdout.strip().splitlines()
+        verdict = (lines or [r.stderr.strip()[-200:] or f"exit {r.exit_code}"])[-1][:300]
+        if r.timed_out:
+            return 0.0, f"the checker ran past {self.checker_timeout_s:g} s"
+        if not self.checker_score:
+            return (1.0 if r.ok else 0.0), verdict
+        try:
+            score = float(lines[-1]) if lines and r.ok else float("nan")
+        except ValueError:
+            score = float("nan")
+        if not 0.0 <= score <= 1.0:
+            return 0.0, f"the checker's last line is not a score in [0, 1]: {verdict[:100]!r}"
+        return score, verdict
+
+
+@dataclass(frozen=True, eq=False)
+class UserEpisodeDomain(UserRows, EpisodeDomain):
+    """A user's multi-turn sandbox environment: per row an instruction, files, a setup and a
+    checker command, played by the same episode loop as the terminal domains (one shell
+    command per turn, snapshot-free reset between episodes, the run's turn and token
+    budgets). The answer column holds reference commands, one per line."""
+
+    kind = "multi_turn"
+    needs_sandbox = True
+
+    @property
+    def environment(self) -> dict:
+        return {**self.sandbox_environment("the row's checker command after the episode"), "gymnasium": "UserSandboxEnv",
+                "checker_score": self.spec.verifier.checker_score}
+
+    def row_entry(self, row: TaskRow) -> dict:
+        return {"files": row.files, "setup": row.setup, "checker": row.checker, "task_id": row.id}
+
+    def messages(self, task: Task) -> list[dict]:
+        """The shell-work system prompt (the terminal family's: command format) and the instruction."""
+        return [{"role": "system", "content": task.entry.get("system") or SHELL_PROMPT},
+                {"role": "user", "content": task.question}]
+
+    def reference_completion(self, task: Task) -> str:
+        return task.answer
+
+    def make_env(self, sandbox=None, max_turns: int = 4, timeout_s: float = 10.0) -> UserSandboxEnv:
+        return UserSandboxEnv(sandbox, max_turns=max_turns, command_timeout_s=timeout_s,
+                              checker_timeout_s=self.spec.verifier.timeout_s, checker_score=self.spec.verifier.checker_score)
+
+    def reference_turns(self, task: Task) -> list[str]:
+        return self.scripted_turns(task.answer)
+
+    def wrong_turns(self, task: Task) -> list[str]:
+        return ["```bash\necho hello > greeting.txt\n```", "DONE"]
+
+    def scripted_turns(self, text: str) -> list[str]:
+        """One fenced command per non-empty line, then DONE."""
+        return [*(f"```bash\n{c}\n```" for c in str(text).splitlines() if c.strip()), "DONE"]
+
+
 def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
     """Each row's reference answer is one the verifier can judge (checked without running it)."""
     kind = spec.verifier.kind
@@ -349,7 +443,8 @@ def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version
             side = "held out" if held else "left for training"
             raise ConfigError(f"level {level}: none of its {n} rows is {side} (heldout_fraction "
                               f"{spec.heldout_fraction}); add rows at level {level} or change heldout_fraction")
-    cls = {"code_tests": UserCodeDomain, "python": UserRewardDomain}.get(spec.verifier.kind, UserDomain)
+    cls = {"code_tests": UserCodeDomain, "python": UserRewardDomain,
+           "checker": UserEpisodeDomain}.get(spec.verifier.kind, UserDomain)
     return cls(spec, tuple(rows), version, data_digest(tuple(rows)), {k: tuple(v) for k, v in sides.items()})
 
 

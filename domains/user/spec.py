@@ -22,7 +22,7 @@ from core.errors import ConfigError
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{1,47}$"  # a registry name: lower-case letters, digits, "_"
 EXTRACTIONS = ("answer_line", "tags", "boxed", "last_number", "whole")
-VERIFIERS = ("exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python")
+VERIFIERS = ("exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python", "checker")
 MAX_REWARD_SOURCE_CHARS = 100_000
 
 
@@ -68,7 +68,11 @@ class VerifierSpec(BaseModel):
             "code_tests" (the reply's last Python block passes the row's unit tests in a
             sandbox: HumanEval's format, a `check(candidate)` function; the extraction
             does not apply) or "python" (the user's own `reward(reply, answer, row)` in
-            `source`, run in a sandbox with a time limit; see `domains.user.reward_runner`).
+            `source`, run in a sandbox with a time limit; see `domains.user.reward_runner`)
+            or "checker" (a multi-turn sandbox environment: the row's files are written,
+            its setup command runs, the model works in the shell turn by turn, then a checker
+            command decides: exit 0 passes, or with `checker_score` its last stdout line is a
+            score in [0, 1]; the answer column holds reference commands, one per line).
         case_sensitive: exact and choice: compare case too.
         abs_tol, rel_tol: numeric: the tolerances (`math.isclose`).
         pattern: regex: the pattern every answer must fully match (or `pattern_column`).
@@ -80,13 +84,19 @@ class VerifierSpec(BaseModel):
         prefix_column: code_tests: a column of code put before the model's when the reply
             is only a function body (HumanEval's "prompt": imports and the signature).
         timeout_s: code_tests and python: seconds the tests or the function may run.
+        files_column: checker: a column with the task's files, a JSON object path -> text.
+        setup_column: checker: a column with a shell command run before the episode.
+        checker, checker_column: checker: the command (for every row, or per row) run after
+            the episode in /workspace.
+        checker_score: checker: read a score in [0, 1] from the checker's last stdout line
+            instead of its exit code.
         source: python: the reward function's source, defining `reward(reply, answer, row)`
             that returns a number in [0, 1] or (number, breakdown dict); `row` holds "id",
             "prompt", "metadata" and "extracted" (the answer found by the extraction).
     """
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python"] = "exact"
+    kind: Literal["exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python", "checker"] = "exact"
     case_sensitive: bool = False
     abs_tol: float = Field(0.0, ge=0)
     rel_tol: float = Field(1e-6, ge=0, le=1)
@@ -99,11 +109,18 @@ class VerifierSpec(BaseModel):
     prefix_column: str | None = None
     timeout_s: float = Field(10.0, gt=0, le=60)
     source: str | None = Field(None, max_length=MAX_REWARD_SOURCE_CHARS)
+    files_column: str | None = None
+    setup_column: str | None = None
+    checker: str | None = None
+    checker_column: str | None = None
+    checker_score: bool = False
 
     @model_validator(mode="after")
     def _regex_has_a_pattern(self) -> "VerifierSpec":
         if self.kind == "regex" and (self.pattern is None) == (self.pattern_column is None):
             raise ValueError("a regex verifier needs exactly one of 'pattern' and 'pattern_column'")
+        if self.kind == "checker" and (self.checker is None) == (self.checker_column is None):
+            raise ValueError("a checker verifier needs exactly one of 'checker' (a command) and 'checker_column'")
         if self.kind == "python":
             if not (self.source or "").strip():
                 raise ValueError("a python verifier needs 'source': code defining reward(reply, answer, row)")
