@@ -185,9 +185,8 @@ def with_forgiven(table: dict[str, dict], rows: list[dict]) -> dict[str, dict]:
         by_domain[r["domain"]].append(r)
     for name, b in table.items():
         if "forgiven" not in b and by_domain.get(name):
-            keys = sorted({(int(r["level"]), int(r["task_seed"])) for r in by_domain[name]})
-            tasks = [_task(name, lv, s) for lv, s in keys]
-            out[name] = {**b, "forgiven": _forgiven(get_domain(name), tasks, by_domain[name])}
+            tasks = regenerated(name, by_domain[name])
+            out[name] = {**b, "forgiven": None if tasks is None else _forgiven(get_domain(name), tasks, by_domain[name])}
     return out
 
 
@@ -227,6 +226,20 @@ def _task(name: str, level: int, seed: int):
     return get_domain(name).make_task(seed, level)
 
 
+def regenerated(name: str, rows: list[dict]) -> list | None:
+    """The tasks of a domain's sample rows, regenerated from (level, seed), in (level, seed)
+    order; None if the generator no longer gives the tasks that were played: a row's stored
+    reference ``answer`` (kept since store version 13) differs from the regenerated one. A
+    baseline over other tasks than the model answered would be silently wrong."""
+    keys = sorted({(int(r["level"]), int(r["task_seed"])) for r in rows})
+    tasks = {k: _task(name, *k) for k in keys}
+    for r in rows:
+        stored = r.get("answer")
+        if stored is not None and tasks[(int(r["level"]), int(r["task_seed"]))].answer != stored:
+            return None
+    return [tasks[k] for k in keys]
+
+
 def suite_baselines(rows: list[dict], tasks: dict[str, list] | None = None) -> dict[str, dict]:
     """`domain_baselines` of every eligible domain in an evaluation's sample rows.
 
@@ -250,9 +263,8 @@ def suite_baselines(rows: list[dict], tasks: dict[str, list] | None = None) -> d
             domain = get_domain(name)
             if not eligible(domain):
                 continue
-            keys = sorted({(int(r["level"]), int(r["task_seed"])) for r in drows})
-            played = tasks.get(name) if tasks is not None else [_task(name, lv, s) for lv, s in keys]
-            if played:
+            played = tasks.get(name) if tasks is not None else regenerated(name, drows)
+            if played:  # None: the generator changed since the evaluation (no baseline rather than a wrong one)
                 out[name] = domain_baselines(domain, played, drows)
         except WorkbenchError:  # unknown domain, a generator past its time limit: no baseline
             continue

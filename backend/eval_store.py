@@ -25,7 +25,7 @@ from backend.store_common import decode, locked, new_id, now
 
 EVAL_STATUSES = ("running", "completed", "failed")
 SAMPLE_COLUMNS = ("domain", "level", "task_seed", "sample_idx", "reward", "correct", "format", "calls",
-                  "valid_calls", "turns", "finish_reason", "completion", "fault")
+                  "valid_calls", "turns", "finish_reason", "completion", "fault", "answer")
 _JSON_COLUMNS = ("identity", "suite", "summary", "extras")
 
 

@@ -247,11 +247,18 @@ def _migrate_12(db: sqlite_utils.Database) -> None:
                               foreign_keys=[("data_sha256", "user_domain_data", "sha256")])
 
 
+def _migrate_13(db: sqlite_utils.Database) -> None:
+    """Version 13: each evaluation sample keeps its task's reference answer, so baselines
+    that regenerate the tasks from (level, seed) can tell when the generator has changed
+    since (`backend.baselines.regenerated`). Older rows have NULL: nothing to compare."""
+    db["eval_samples"].add_column("answer", str)
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
     7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10, 11: _migrate_11,
-    12: _migrate_12}
+    12: _migrate_12, 13: _migrate_13}
 
 #: The tables holding rows of one step of a training run, each with a ``run_id`` and an
 #: integer ``step`` column. Resuming a run from a step's checkpoint deletes their rows of

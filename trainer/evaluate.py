@@ -96,7 +96,7 @@ def sample_row(s) -> dict:
             "reward": float(s.reward), "correct": int(float(b.get("correct", 0.0)) >= PASS_THRESHOLD),
             "format": float(b.get("format", 0.0)), "calls": b.get("calls"), "valid_calls": b.get("valid_calls"),
             "turns": len(s.turns) if s.turns else None, "finish_reason": s.completion.finish_reason,
-            "completion": s.completion.text, "fault": s.fault}
+            "completion": s.completion.text, "fault": s.fault, "answer": s.answer}
 
 
 def in_run_suite(cfg, levels: dict[str, int], seeds: list[int]) -> dict:

@@ -176,6 +176,18 @@ def test_stored_baselines_are_used_and_match_the_regenerated_ones(store):
     assert report["baselines"][0]["letter_counting"]["constant"]["answer"] == "stored"
 
 
+def test_a_generator_changed_since_the_evaluation_gives_no_baseline_rather_than_a_wrong_one(store):
+    """Rows keep their task's reference answer: when the regenerated task's differs (the
+    generator changed), the domain gets no baseline instead of one over other tasks."""
+    rows = [{**r, "answer": get_domain("chain_sum").make_task(r["task_seed"], r["level"]).answer}
+            for r in model_rows("chain_sum", lambda t: "1")]
+    assert "chain_sum" in suite_baselines(rows)  # the stored answers match: baselines as before
+    changed = [{**r, "answer": "not what the generator gives now"} if i == 0 else r for i, r in enumerate(rows)]
+    assert "chain_sum" not in suite_baselines(changed)
+    eval_id = add_eval(store, "m", rows)
+    assert {r["answer"] for r in store.eval_samples(eval_id)} == {r["answer"] for r in rows}  # stored and read back
+
+
 def test_multi_turn_and_sandboxed_domains_have_no_baselines():
     rows = [{"domain": d, "level": 1, "task_seed": 0, "sample_idx": 0, "reward": 0.0, "correct": 0}
             for d in ("humaneval", "tool_sql", "no_such_domain")]
