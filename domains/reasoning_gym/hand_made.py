@@ -151,7 +151,12 @@ def hand_made_domains() -> dict[str, ReasoningGymDomain]:
     """The seven hand-made domains (the first quickstart used five; today's uses
     basic_arithmetic, chain_sum and products), with levels picked by hand and kept stable so measured results
     stay comparable. They ask for a one-line `Answer: ...`."""
-    return {d.name: d for d in [
+    return {d.name: d for d in [*_arithmetic_domains(), *_text_domains()]}
+
+
+def _arithmetic_domains() -> list[ReasoningGymDomain]:
+    """basic_arithmetic, whole_number_arithmetic, chain_sum, products and gsm_symbolic."""
+    return [
         ReasoningGymDomain(
             name="basic_arithmetic",
             family="arithmetic",
@@ -212,6 +217,12 @@ def hand_made_domains() -> dict[str, ReasoningGymDomain]:
             level_notes={1: "2-step templates", 2: "3-step templates", 3: "4-14-step templates"},
             generate=_gsm_symbolic_item,
         ),
+    ]
+
+
+def _text_domains() -> list[ReasoningGymDomain]:
+    """letter_counting and spell_backward."""
+    return [
         ReasoningGymDomain(
             name="letter_counting",
             family="algorithmic",
@@ -234,4 +245,4 @@ def hand_made_domains() -> dict[str, ReasoningGymDomain]:
             },
             level_notes={1: "3-4 letters", 2: "5-7 letters", 3: "8-10 letters"},
         ),
-    ]}
+    ]
