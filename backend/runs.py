@@ -290,6 +290,7 @@ def resume(store: Store, run_id: str, background: bool = True):
     point = ResumePoint.latest(ckpts)
     from trainer.loop import check_model_fits  # torch-heavy: the page and the CLI import this module
 
+    register_pinned(run["config"], store)  # the user-domain versions the run pinned (a foreground resume runs here)
     check_model_fits(RunConfig(**run["config"]))  # refused here, not in the worker after the claim
     # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
     # the worker's pid replaces it, this process's pid marks the resume as in progress (a
