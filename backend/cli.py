@@ -37,7 +37,7 @@ from trainer.models import fetch_model, resolve_model
 from backend.ui_access import TOKEN_ENV, check_bind
 from domains.registry import build_messages, domain_names, get_domain, registry
 from domains.contract import RetrievalDomain
-from domains.validation import validate
+from domains.validation import current_validations, validate
 
 
 def cmd_model_fetch(args) -> int:
@@ -137,7 +137,7 @@ def cmd_sandbox_work(args) -> int:
 
 
 def cmd_domains_list(args) -> int:
-    status = open_store(args).latest_validations()
+    status = current_validations(open_store(args))
     rows = [d for d in registry().values() if (not args.family or d.family == args.family)
             and (not args.kind or d.kind == args.kind)]
     if args.json:

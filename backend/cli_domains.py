@@ -49,8 +49,15 @@ def _definition(args) -> dict:
             if not isinstance(node, dict):
                 raise ConfigError(f"domain field '{key}': a mapping of fields")
         node[path[-1]] = value
+    if not isinstance(definition.get("verifier", {}), dict):
+        raise ConfigError("domain field 'verifier': a mapping of fields, e.g. {kind: numeric, rel_tol: 0.01}")
     if getattr(args, "reward_file", None):
-        source = Path(args.reward_file).read_text(encoding="utf-8")
+        if args.verifier not in (None, "python"):
+            raise ConfigError(f"--reward-file is the python verifier's; drop --verifier {args.verifier} or the file")
+        try:
+            source = Path(args.reward_file).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"--reward-file {args.reward_file}: not UTF-8 text") from None
         definition.setdefault("verifier", {}).update(kind="python", source=source)
     if args.verifier_options:
         try:

@@ -151,7 +151,7 @@ class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs):
         WorkbenchError: the database was written by a newer rlwb (version > SCHEMA_VERSION).
     """
 
-    SCHEMA_VERSION = 13
+    SCHEMA_VERSION = 14
 
     def __init__(self, path: str | Path | None = None):
         self.path = str(default_db_path() if path is None else path)

@@ -24,7 +24,8 @@ class CatalogueVerbs:
         """Store one domain's validation report (`domains.validation`); returns its id."""
         with self.db.conn:
             row = self.db["domain_validations"].insert({
-                "domain": report["domain"], "passed": int(bool(report["passed"])),
+                "domain": report["domain"], "domain_version": report.get("domain_version", ""),
+                "passed": int(bool(report["passed"])),
                 "reasons": json.dumps(report.get("reasons", [])), "report": json.dumps(report),
                 "created_at": _now()})
         return row.last_pk
@@ -32,12 +33,13 @@ class CatalogueVerbs:
     @_locked
     def latest_validations(self) -> dict[str, dict]:
         """The newest validation of every validated domain: domain -> {"passed": bool,
-        "reasons": [str], "created_at", "id"} (the full report via `validation_report`)."""
+        "reasons": [str], "created_at", "id", "domain_version"} (the full report via
+        `validation_report`; which version it is of: `domains.validation.current_validations`)."""
         rows = self.db.execute(
-            "SELECT v.id, v.domain, v.passed, v.reasons, v.created_at FROM domain_validations v "
+            "SELECT v.id, v.domain, v.passed, v.reasons, v.created_at, v.domain_version FROM domain_validations v "
             "JOIN (SELECT domain, MAX(id) AS id FROM domain_validations GROUP BY domain) m ON v.id = m.id").fetchall()
-        return {r[1]: {"id": r[0], "passed": bool(r[2]), "reasons": json.loads(r[3] or "[]"), "created_at": r[4]}
-                for r in rows}
+        return {r[1]: {"id": r[0], "passed": bool(r[2]), "reasons": json.loads(r[3] or "[]"), "created_at": r[4],
+                       "domain_version": r[5] or ""} for r in rows}
 
     @_locked
     def validation_report(self, domain: str) -> dict | None:

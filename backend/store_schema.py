@@ -254,11 +254,18 @@ def _migrate_13(db: sqlite_utils.Database) -> None:
     db["eval_samples"].add_column("answer", str)
 
 
+def _migrate_14(db: sqlite_utils.Database) -> None:
+    """Version 14: a validation report says which version of its domain it is of (a user
+    domain's stored version; "" for the shipped ones), so a new version is not validated
+    by its predecessor's report."""
+    db["domain_validations"].add_column("domain_version", str)
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
     7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10, 11: _migrate_11,
-    12: _migrate_12, 13: _migrate_13}
+    12: _migrate_12, 13: _migrate_13, 14: _migrate_14}
 
 #: The tables holding rows of one step of a training run, each with a ``run_id`` and an
 #: integer ``step`` column. Resuming a run from a step's checkpoint deletes their rows of

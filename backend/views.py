@@ -19,6 +19,7 @@ import pandas as pd
 
 from backend.store import Store
 from domains.registry import registry
+from domains.validation import current_validations
 from domains.tools.env import CONTRACT_ERRORS
 
 #: Chart panels on the Runs page: title -> metric names ("turns/*" means every turns
@@ -354,7 +355,7 @@ def domains_frame(store: Store) -> pd.DataFrame:
     Rows sorted by name. Builds the registry on first use (~2 s).
     """
 
-    latest = store.latest_validations()
+    latest = current_validations(store)
     rows = []
     for name, d in registry().items():
         v = latest.get(name)

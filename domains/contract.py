@@ -193,6 +193,9 @@ class Domain(abc.ABC):
         multiple_answers: A task may have several valid answers (validation then doesn't
             treat other tasks' answers as wrong ones).
         needs_sandbox: Scoring or playing a task needs a sandbox.
+        version_key: What a validation report is of, beyond the name: "" for the shipped
+            domains, the stored version for a user domain (a new version is not validated
+            until it is validated itself; `domains.validation.current_validations`).
     """
 
     name: str
@@ -207,6 +210,7 @@ class Domain(abc.ABC):
     pooled: bool = False
     multiple_answers: bool = False
     needs_sandbox: bool = False
+    version_key: str = ""
 
     @property
     @abc.abstractmethod

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.errors import ConfigError, DomainNotFound
 from domains.registry import get_domain
-from domains.validation import validate
+from domains.validation import current_validations, validate
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch
 MAX_VERSION = 1_000_000_000
@@ -157,12 +157,12 @@ def blocked_domains(store, names: list[str], validate_missing: bool = True, n_ta
     Returns:
         domain -> reason (empty when every domain may join).
     """
-    latest = store.latest_validations()
+    latest = current_validations(store)
     missing = [n for n in names if n not in latest]
     if missing and validate_missing:
         for report in validate(missing, n_tasks=n_tasks):
             store.record_validation(report)
-        latest = store.latest_validations()
+        latest = current_validations(store)
     out = {}
     for n in names:
         v = latest.get(n)

@@ -46,8 +46,8 @@ from typing import Any
 
 from domains.answers import MAX_COMPLETION_CHARS
 from domains.contract import Task
-from domains.registry import (generator_version, get_domain, register_definitions, reset_generator_caches,
-                              upstream_cpu_time, user_domain_definitions)
+from domains.registry import (generator_version, get_domain, register_definitions, registry,
+                              reset_generator_caches, upstream_cpu_time, user_domain_definitions)
 from core.errors import WorkbenchError
 
 MIN_DISTINCT_PER_100 = 20  # fewer distinct prompts per 100 tasks is too little diversity
@@ -311,8 +311,8 @@ def validate_domain(name: str, n_tasks: int = 100, n_verify: int = 5, pool=None,
         row, problems, digests[str(level)] = _validate_level(domain, level, n_tasks, n_verify, pool, sandbox_note)
         reasons += [f"level {level}: {p}" for p in problems]
         levels.append(row)
-    return {"domain": name, "family": domain.family, "kind": domain.kind, "passed": not reasons,
-            "reasons": list(dict.fromkeys(reasons)), "levels": levels, "n_tasks": n_tasks,
+    return {"domain": name, "domain_version": domain.version_key, "family": domain.family, "kind": domain.kind,
+            "passed": not reasons, "reasons": list(dict.fromkeys(reasons)), "levels": levels, "n_tasks": n_tasks,
             "duration_s": round(time.perf_counter() - t0, 2), "reasoning_gym": generator_version(),
             "task_digests": digests}
 
@@ -485,6 +485,16 @@ def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tupl
         with pool.lease() as sb:
             reward, breakdown, turns_played = play_turns(domain, task, domain.scripted_turns(text), sb)
             return reward, {**breakdown, "turns": turns_played}
+
+
+def current_validations(store) -> dict[str, dict]:
+    """`store.latest_validations()` without the reports of another version of a domain (a
+    user domain updated, or removed and added again, since it was validated): the newest
+    version counts as not validated until it is validated itself."""
+    latest = store.latest_validations()
+    names = registry()
+    return {n: v for n, v in latest.items()
+            if n not in names or v.get("domain_version", "") == names[n].version_key}
 
 
 def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 16) -> tuple[float, dict, list]:

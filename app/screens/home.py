@@ -12,6 +12,7 @@ import streamlit as st
 
 from app.common import db_path, get_store, load_runs
 from domains.registry import registry
+from domains.validation import current_validations
 from backend.system import system_status
 
 RECENT = 8
@@ -25,7 +26,7 @@ def load_system() -> list[dict]:
 @st.cache_data(ttl=30, show_spinner=False)
 def load_coverage(path: str) -> pd.DataFrame:
     """Domains per family: how many, how many passed their latest validation, task kinds."""
-    validations = get_store(path).latest_validations()
+    validations = current_validations(get_store(path))
     rows = {}
     for name, domain in registry().items():
         row = rows.setdefault(domain.family, {"family": domain.family, "domains": 0, "validated": 0, "kinds": set()})

@@ -36,6 +36,7 @@ from domains.user.spec import UserDomainSpec
 MAX_DATA_BYTES = 50 * 1024 * 1024  # a data file (or datasets directory) larger than this is refused
 MAX_ROWS = 100_000
 MAX_FIELD_CHARS = 20_000  # a prompt or answer longer than this is refused (the model's window is ~2k tokens)
+MAX_CODE_CHARS = 200_000  # tests, checker and setup commands, a file of a sandbox task
 FORMATS = ("jsonl", "json", "csv", "parquet", "datasets")
 
 
@@ -119,6 +120,8 @@ def _jsonl(text: str, name: str) -> list[dict]:
             rows.append(_object(json.loads(line), name, i))
         except json.JSONDecodeError as e:
             raise ConfigError(f"data file {name}: line {i} is not valid JSON ({e.msg} at column {e.colno})") from None
+        except (RecursionError, ValueError) as e:  # nested too deep; an integer of over 4,300 digits
+            raise ConfigError(f"data file {name}: line {i} can't be read ({type(e).__name__}: {str(e)[:100]})") from None
     return rows
 
 
@@ -127,6 +130,8 @@ def _json(text: str, name: str) -> list[dict]:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"data file {name}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except (RecursionError, ValueError) as e:  # nested too deep; an integer of over 4,300 digits
+        raise ConfigError(f"data file {name}: can't be read ({type(e).__name__}: {str(e)[:100]})") from None
     if isinstance(value, dict) and isinstance(value.get("rows"), list):
         value = value["rows"]
     if not isinstance(value, list):
@@ -138,6 +143,9 @@ def _csv(text: str, name: str) -> list[dict]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     rows = []
     try:
+        header = reader.fieldnames or []
+        if (repeated := [c for c in dict.fromkeys(header) if header.count(c) > 1]):
+            raise ConfigError(f"data file {name}: the header names column {repeated[0]!r} twice; rename one")
         for row in reader:
             if None in row:  # more values than header columns
                 raise ConfigError(f"data file {name}: line {reader.line_num} has {len(reader.fieldnames or []) + len(row[None])} "
@@ -188,6 +196,8 @@ def read_rows(path: str | Path, fmt: str | None = None) -> list[dict]:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"data file {path}: not found")
+    if not path.is_dir() and not path.is_file():
+        raise ConfigError(f"data file {path}: not a regular file or directory")
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise ConfigError(f"data format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -238,13 +248,30 @@ def _field_text(row: dict, column: str, i: int, role: str, required: bool = True
         raise ConfigError(f"row {i}: no column '{column}' (the {role}); its columns are "
                           f"{', '.join(map(str, row)) or 'none'}; map the {role} to one of them")
     value = row[column]
+    if isinstance(value, (bytes, bytearray)):  # a Parquet binary column
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"row {i}: column '{column}' (the {role}) is binary data, not UTF-8 text") from None
     text = "" if value is None else value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
     if required and not text.strip():
         raise ConfigError(f"row {i}: column '{column}' (the {role}) is empty")
+    return checked_text(text, f"row {i}: column '{column}' (the {role})")
+
+
+def checked_text(text: str, where: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """`text` if it is UTF-8-encodable text without control characters (but newlines and
+    tabs) and at most `limit` characters.
+
+    Raises:
+        ConfigError: "<where> holds control characters" and the like.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"{where} must be text, got {type(text).__name__}")
     if malformed(text, allowed="\n\t\r"):
-        raise ConfigError(f"row {i}: column '{column}' (the {role}) holds control characters")
-    if len(text) > MAX_FIELD_CHARS:
-        raise ConfigError(f"row {i}: column '{column}' (the {role}) is {len(text)} characters, over {MAX_FIELD_CHARS}")
+        raise ConfigError(f"{where} holds control characters or lone surrogates")
+    if len(text) > limit:
+        raise ConfigError(f"{where} is {len(text)} characters, over {limit}")
     return text
 
 
@@ -253,16 +280,35 @@ def _level(row: dict, column: str | None, i: int) -> int:
         return 1
     value = row.get(column)
     try:
-        level = int(str(value).strip())
+        number = float(str(value).strip()) if not isinstance(value, bool) else 0.0
     except ValueError:
-        level = 0
-    if level < 1 or str(value).strip() not in (str(level), f"{level}.0"):
+        number = 0.0
+    if not (number >= 1 and number.is_integer() and number <= 1000):
         raise ConfigError(f"row {i}: column '{column}' (the level) is {value!r}; a level is a whole number >= 1")
-    return level
+    return int(number)
 
 
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+def _json_safe(value: Any, where: str) -> Any:
+    """`value` as JSON types (NaN and infinities as None; others by `str`).
+
+    Raises:
+        ConfigError: text that is not UTF-8 (a lone surrogate), or nesting too deep.
+    """
+    def finite(v):
+        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+            return None
+        if isinstance(v, dict):
+            return {str(k): finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+
+    try:
+        text = json.dumps(finite(value), default=str, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except (UnicodeEncodeError, RecursionError, ValueError, TypeError) as e:
+        raise ConfigError(f"{where} can't be kept ({type(e).__name__}: {str(e)[:80]})") from None
+    return json.loads(text)
 
 
 def _episode_fields(spec: UserDomainSpec, row: dict, i: int) -> dict:
@@ -300,14 +346,15 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
     for i, row in enumerate(rows, 1):
         if template is not None:
             try:
-                prompt = template.render(**{str(k): v for k, v in row.items()})
+                prompt = template.render({str(k): v for k, v in row.items()})
             except jinja2.UndefinedError as e:
                 raise ConfigError(f"row {i}: the template uses {e.message}; the row's columns are "
                                   f"{', '.join(map(str, row))}") from None
-            except jinja2.TemplateError as e:
-                raise ConfigError(f"row {i}: the template failed: {e}") from None
+            except Exception as e:  # noqa: BLE001 - a template may fail any way Python can (1/0, recursion)
+                raise ConfigError(f"row {i}: the template failed: {type(e).__name__}: {str(e)[:160]}") from None
             if not prompt.strip():
                 raise ConfigError(f"row {i}: the template renders an empty prompt")
+            checked_text(prompt, f"row {i}: the prompt the template renders")
         else:
             prompt = _field_text(row, cols.prompt, i, "prompt")
         answer = _field_text(row, cols.answer, i, "answer")
@@ -341,5 +388,5 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
             raise ConfigError(f"row {i}: no column '{missing[0]}' (listed in columns.metadata)")
         answer = answer if spec.verifier.kind in ("code_tests", "checker") else answer.strip()  # code keeps its indentation
         out.append(TaskRow(row_id, prompt, answer, system, _level(row, cols.level, i), pattern,
-                           {c: _json_safe(row[c]) for c in cols.metadata}, **extra))
+                           {c: _json_safe(row[c], f"row {i}: column '{c}' (metadata)") for c in cols.metadata}, **extra))
     return tuple(out)

@@ -32,9 +32,9 @@ from domains.terminal.env import SYSTEM_PROMPT as SHELL_PROMPT
 from domains.terminal.env import TerminalEnv
 from domains.terminal.tasks import TerminalTask
 from domains.splits import heldout_share, is_heldout
-from domains.user.data import TaskRow
+from domains.user.data import MAX_CODE_CHARS, TaskRow, checked_text
 from domains.user.spec import UserDomainSpec, parse_spec
-from domains.user.verifiers import extract, read_number, verify
+from domains.user.verifiers import extract, in_worker, normalise_text, read_number, verify
 from sandboxes.pool import SandboxJob
 
 FAMILY = "user"
@@ -76,6 +76,10 @@ class UserRows:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def version_key(self) -> str:
+        return f"v{self.version}"
 
     @property
     def description(self) -> str:
@@ -390,10 +394,13 @@ def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
                               "pick the exact verifier or fix the row")
         if kind == "choice" and _LETTER.match(row.answer) is None:
             raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not an option letter (choice verifier)")
+        if kind == "exact" and not normalise_text(row.answer):
+            raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is only punctuation or spaces, which the exact "
+                              "verifier ignores (any such reply would match); pick the regex verifier or fix the row")
         if kind == "regex":
             try:
                 compiled = re.compile(row.pattern, 0 if spec.verifier.case_sensitive else re.IGNORECASE)
-            except re.error as e:
+            except (re.error, OverflowError, RecursionError, ValueError) as e:
                 raise ConfigError(f"row {i}: the pattern {row.pattern[:60]!r} is not a regular expression ({e})") from None
             if compiled.fullmatch(row.answer) is None:
                 raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} does not match its own pattern "
@@ -405,25 +412,57 @@ def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
                 raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not JSON (json verifier)") from None
 
 
-def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version: int = 0) -> UserRows:
-    """A `UserDomain` (or, for the code_tests verifier, a `UserCodeDomain`) from a definition
-    and its task rows (`domains.user.data.build_rows`).
+def _check_rows(rows: tuple[TaskRow, ...]) -> None:
+    """Every task row's fields have their types and are clean text (rows that did not come
+    through `build_rows`: an imported export file).
 
     Raises:
-        ConfigError: a bad definition, a reference answer the verifier can't judge (its row
-            named), or a level without rows on both sides of the split (add rows or raise
-            `heldout_fraction`).
+        ConfigError: naming the row and the field.
     """
-    spec = parse_spec(spec)
     seen: set[str] = set()
     for i, row in enumerate(rows, 1):
-        if not (isinstance(row.prompt, str) and row.prompt.strip() and isinstance(row.answer, str) and row.answer.strip()):
-            raise ConfigError(f"row {i}: the prompt and the answer must be non-empty text")
+        if not isinstance(row, TaskRow):
+            raise ConfigError(f"row {i}: not a task row")
+        for name in ("id", "prompt", "answer"):
+            value = getattr(row, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"row {i}: field '{name}' must be non-empty text")
+        for name in ("id", "prompt", "answer", "system", "pattern"):
+            checked_text(getattr(row, name), f"row {i}: field '{name}'")
+        for name in ("test", "entry_point", "prefix", "setup", "checker"):
+            checked_text(getattr(row, name), f"row {i}: field '{name}'", limit=MAX_CODE_CHARS)
+        if not isinstance(row.metadata, dict) or not isinstance(row.files, dict):
+            raise ConfigError(f"row {i}: fields 'metadata' and 'files' must be objects")
+        for path, text in row.files.items():
+            checked_text(path, f"row {i}: a file path", limit=300)
+            checked_text(text, f"row {i}: file {path[:60]!r}", limit=MAX_CODE_CHARS)
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ConfigError(f"row {i}: file path {path[:60]!r} must stay inside the workspace")
         if as_int(row.level) is None or row.level < 1:
             raise ConfigError(f"row {i}: level {row.level!r} is not a whole number >= 1")
         if row.id in seen:
             raise ConfigError(f"row {i}: repeats the id {row.id!r} of an earlier row; make the ids unique")
         seen.add(row.id)
+
+
+def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version: int = 0,
+                 trusted: bool = False) -> UserRows:
+    """A `UserDomain` (or, by verifier, a `UserCodeDomain`, `UserRewardDomain` or
+    `UserEpisodeDomain`) from a definition and its task rows (`domains.user.data.build_rows`).
+
+    Args:
+        trusted: the rows were checked when the domain was stored (loading a stored
+            version): skip the row and reference checks.
+
+    Raises:
+        ConfigError: a bad definition, a bad row or a reference answer the verifier can't
+            judge (its row named), checks that ran past REFERENCE_CHECK_TIMEOUT_S (a
+            pattern that backtracks for ever), or a level without rows on both sides of the
+            split (add rows or raise `heldout_fraction`).
+    """
+    spec = parse_spec(spec)
+    if not trusted:
+        _check_rows(rows)
     if spec.verifier.json_schema is not None:
         import jsonschema  # on first use: it pulls in jsonschema
 
@@ -431,7 +470,8 @@ def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version
             jsonschema.Draft202012Validator.check_schema(spec.verifier.json_schema)
         except jsonschema.SchemaError as e:
             raise ConfigError(f"domain field 'verifier.json_schema': not a JSON Schema ({e.message})") from None
-    _check_references(spec, rows)
+    if not trusted:
+        in_worker(_check_references, spec, rows, what=f"checking the reference answers of {spec.name}")
     sides: dict[tuple[int, bool], list[int]] = {}
     for i, row in enumerate(rows):
         sides.setdefault((row.level, False), [])
@@ -458,4 +498,4 @@ def from_json(data: dict) -> UserRows:
         rows = tuple(TaskRow(**r) for r in data["rows"])
     except (KeyError, TypeError) as e:
         raise ConfigError(f"a stored user domain's rows are malformed ({e})") from None
-    return build_domain(data.get("spec"), rows, int(data.get("version", 0)))
+    return build_domain(data.get("spec"), rows, int(data.get("version", 0)), trusted=True)

@@ -30,6 +30,7 @@ from domains import registry
 from domains.user.data import TaskRow, build_rows, read_rows
 from domains.user.domain import UserRows, build_domain
 from domains.user.spec import parse_spec
+from domains.user.verifiers import in_worker
 
 EXPORT_FORMAT = "rlwb-user-domain/1"
 
@@ -49,7 +50,7 @@ def load_definition(path: str | Path) -> dict:
         raise ConfigError(f"definition file {path.name}: not YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"definition file {path.name}: a definition is a mapping of fields")
-    if isinstance(raw.get("data"), str):
+    if isinstance(raw.get("data"), str) and raw["data"]:
         raw["data"] = str((path.parent / raw["data"]).resolve())
     return raw
 
@@ -66,6 +67,8 @@ def prepare(definition: dict, rows: list[dict] | None = None) -> UserRows:
     """
     definition = dict(definition)
     data, fmt = definition.pop("data", None), definition.pop("format", None)
+    if data is not None and not isinstance(data, str):
+        raise ConfigError("domain field 'data': the data file's path, as text")
     spec = parse_spec(definition)
     if registry.is_built_in(spec.name):
         raise ConfigError(f"domain field 'name': {spec.name!r} is a built-in domain; pick another name")
@@ -74,7 +77,9 @@ def prepare(definition: dict, rows: list[dict] | None = None) -> UserRows:
             raise ConfigError("domain field 'data': the path of the data file (JSONL, JSON, CSV, Parquet or a "
                               "datasets directory)")
         rows = read_rows(data, fmt)
-    return build_domain(spec, build_rows(spec, rows))
+    # the user's template renders in a worker with a time limit (one may loop for ever)
+    built = in_worker(build_rows, spec, rows, what=f"checking the rows of {spec.name}")
+    return build_domain(spec, built)
 
 
 def _save(store, domain: UserRows, note: str, new: bool) -> UserRows:
@@ -83,7 +88,7 @@ def _save(store, domain: UserRows, note: str, new: bool) -> UserRows:
     check_domain(domain)  # before anything is stored
     version = store.save_user_domain(domain.name, domain.spec.model_dump(mode="json"),
                                      [asdict(r) for r in domain.rows], domain.data_sha256, note=note, new=new)
-    stored = build_domain(domain.spec, domain.rows, version)
+    stored = build_domain(domain.spec, domain.rows, version, trusted=True)
     registry.register(stored)
     return stored
 
@@ -111,7 +116,7 @@ def load_user_domain(store, name: str, version: int | None = None) -> UserRows:
         what = f"user domain {name!r} has no version {version}" if version else f"no user domain named {name!r}"
         raise ConfigError(f"{what}; stored user domains: {known} (add one with `rlwb domains add`)")
     rows = tuple(TaskRow(**r) for r in row["rows"])
-    return build_domain(row["spec"], rows, row["version"])
+    return build_domain(row["spec"], rows, row["version"], trusted=True)  # checked when it was stored
 
 
 def register_user_domains(store) -> tuple[list[str], dict[str, str]]:
@@ -127,8 +132,8 @@ def register_user_domains(store) -> tuple[list[str], dict[str, str]]:
         try:
             registry.register(load_user_domain(store, row["name"], row["version"]))
             done.append(row["name"])
-        except ConfigError as e:
-            broken[row["name"]] = str(e)
+        except Exception as e:  # noqa: BLE001 - one broken stored domain must not break every command
+            broken[row["name"]] = f"{type(e).__name__}: {e}"[:300]
     return done, broken
 
 
@@ -155,6 +160,8 @@ def export_domain(store, name: str, path: str | Path, version: int | None = None
     """
     domain = load_user_domain(store, name, version)
     path = Path(path)
+    if path.is_dir() or not path.name:
+        raise ConfigError(f"export file {path}: is a directory; give a file name, e.g. {path / (name + '.json')}")
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(json.dumps({"format": EXPORT_FORMAT, **domain.to_json()}, ensure_ascii=False, indent=1),
                    encoding="utf-8")
@@ -175,12 +182,14 @@ def import_domain(store, path: str | Path, name: str | None = None, note: str = 
         raise ConfigError(f"import file {path.name}: not a domain export ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
         raise ConfigError(f"import file {path.name}: not a domain export (no \"format\": \"{EXPORT_FORMAT}\")")
-    spec = dict(data.get("spec") or {})
+    if not isinstance(data.get("spec"), dict):
+        raise ConfigError(f"import file {path.name}: \"spec\" must be the domain's definition (an object)")
+    spec = dict(data["spec"])
     if name:
         spec["name"] = name
     try:
         rows = tuple(TaskRow(**r) for r in data.get("rows") or [])
-    except TypeError as e:
+    except (TypeError, AttributeError) as e:
         raise ConfigError(f"import file {path.name}: malformed rows ({e})") from None
     if not rows:
         raise ConfigError(f"import file {path.name}: no rows")

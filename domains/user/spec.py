@@ -14,6 +14,7 @@ Not covered: reading data files (`domains.user.data`), scoring (`domains.user.ve
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -125,9 +126,12 @@ class VerifierSpec(BaseModel):
             if not (self.source or "").strip():
                 raise ValueError("a python verifier needs 'source': code defining reward(reply, answer, row)")
             try:
-                compile(self.source, "reward_fn.py", "exec")
-            except SyntaxError as e:
-                raise ValueError(f"the reward function's source does not compile: {e.msg} (line {e.lineno})") from None
+                tree = ast.parse(self.source, "reward_fn.py")
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+                raise ValueError(f"the reward function's source does not compile: {getattr(e, 'msg', e)} "
+                                 f"(line {getattr(e, 'lineno', '?')})") from None
+            if not any(isinstance(n, ast.FunctionDef) and n.name == "reward" for n in tree.body):
+                raise ValueError("the reward function's source defines no function reward(reply, answer, row)")
         return self
 
 

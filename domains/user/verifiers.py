@@ -32,9 +32,11 @@ import string
 import unicodedata
 
 from domains.answers import extract_answer, last_number, normalise_number
+from core.errors import ConfigError, GenerationTimeout, UpstreamCrash
 from domains.upstream import WorkerPool
 
 VERIFY_TIMEOUT_S = 5.0
+BUILD_TIMEOUT_S = 120.0  # checking a whole file's rows (templates, reference answers) in a worker
 USER_VERIFIERS = WorkerPool(preload=("domains.user.verifiers", "math_verify", "jsonschema"))
 
 _BOXED = "\\boxed{"
@@ -197,3 +199,22 @@ def verify(spec, answer: str, reference: str, pattern: str = "") -> tuple[bool, 
                                    what=f"a {spec.kind} verifier")
     except Exception as e:  # noqa: BLE001 - timeouts, crashes and verifier bugs all score 0
         return False, f"verifier error: {type(e).__name__}: {str(e)[:160]}"
+
+
+def in_worker(fn, *args, what: str, seconds: float | None = None):
+    """`fn(*args)` in a `USER_VERIFIERS` worker, at most `seconds` (None: BUILD_TIMEOUT_S): the user's templates and
+    patterns run there, so one that runs for ever is abandoned instead of hanging the caller.
+
+    Raises:
+        ConfigError: what `fn` raised, or "<what> took over N s" (a template or pattern that
+            runs for ever?).
+    """
+    seconds = BUILD_TIMEOUT_S if seconds is None else seconds
+    try:
+        return USER_VERIFIERS.call(fn, *args, seconds=seconds, what=what)
+    except GenerationTimeout:
+        raise ConfigError(f"{what} took over {seconds:g} s: a template or pattern that runs for ever? "
+                          "simplify it") from None
+    except UpstreamCrash as e:
+        raise ConfigError(f"{what} crashed its worker process ({e}): a template or pattern too big?") from None
+

@@ -227,6 +227,8 @@ def test_numbers_read_alike():
     (["--prompt", "question", "--name", "chain_sum"], "built-in domain"),
     (["--prompt", "question", "--heldout-fraction", "0.9"], "heldout_fraction"),
     (["--prompt", "question", "--reward-file", "/no/such/reward.py"], "No such file"),
+    (["--prompt", "question", "--verifier", "exact", "--reward-file", __file__], "--reward-file is the python"),
+    (["--prompt", "question", "--reward-file", "/bin/true"], "not UTF-8 text"),
 ])
 def test_the_cli_refuses_bad_input_with_one_line_and_stores_nothing(tmp_path, capsys, args, match):
     from backend.cli import main
@@ -241,3 +243,125 @@ def test_the_cli_refuses_bad_input_with_one_line_and_stores_nothing(tmp_path, ca
     assert main(base + ["--prompt", "question", "--verifier", "numeric"]) == 0  # the fixed command works
     assert "cli_sums version 1: 60 rows" in capsys.readouterr().out
     registry.unregister("cli_sums")
+
+
+# ---- what a first try at breaking it found ---------------------------------------------
+
+
+def test_a_new_version_is_not_validated_by_its_predecessors_report(store):
+    from domains.validation import current_validations, validate
+
+    L.add_domain(store, {**SPEC, "name": "vers"}, rows=ROWS)
+    [report] = validate(["vers"], n_tasks=20, sandbox_backend=None, cross_process=False)
+    store.record_validation(report)
+    assert report["domain_version"] == "v1" and current_validations(store)["vers"]["passed"]
+    L.add_domain(store, {**SPEC, "name": "vers"}, rows=ROWS[:40], new=False)
+    assert "vers" not in current_validations(store)  # version 2: not validated yet
+    L.remove_domain(store, "vers")
+    L.add_domain(store, {**SPEC, "name": "vers"}, rows=ROWS)  # removed and added again: version 3
+    assert "vers" not in current_validations(store)
+
+
+def test_imported_rows_are_checked_like_added_ones(store, tmp_path):
+    L.add_domain(store, {**SPEC, "name": "exp"}, rows=ROWS)
+    out = L.export_domain(store, "exp", tmp_path / "e.json")
+    clean = json.loads(out.read_text())
+    for field, value, match in [("prompt", "a\x00b", "control characters"), ("prompt", "x" * 60_000, "over 20000"),
+                                ("metadata", "str", "must be objects"), ("id", ["a"], "non-empty text"),
+                                ("system", None, "must be text"), ("files", "x", "must be objects")]:
+        edited = json.loads(json.dumps(clean))
+        edited["rows"][0][field] = value
+        out.write_text(json.dumps(edited))
+        with pytest.raises(ConfigError, match=f"row 1: .*{match}"):
+            L.import_domain(store, out, name="exp_copy")
+    for spec in ([1, 2], "abc"):
+        out.write_text(json.dumps({**clean, "spec": spec}))
+        with pytest.raises(ConfigError, match='"spec" must be'):
+            L.import_domain(store, out, name="exp_copy")
+    assert [d["name"] for d in store.list_user_domains()] == ["exp"]
+
+
+@pytest.mark.parametrize("template,match", [
+    ("{{ 1/0 }}{{ v }}", "ZeroDivisionError"),
+    ("{{ s + 1 }}", "TypeError"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError"),
+    ('{{ "\\x00" }}{{ v }}', "control characters"),
+    ("{{ 'x' * 30000 }} {{ v }}", "over 20000"),
+])
+def test_a_template_that_fails_on_a_row_is_named(store, template, match):
+    rows = [{"v": i, "s": "t", "self": 1, "a": str(i)} for i in range(30)]  # a column named `self` too
+    with pytest.raises(ConfigError, match=f"row 1: .*{match}"):
+        L.add_domain(store, {"name": "tpl", "columns": {"template": template, "answer": "a"}}, rows=rows)
+    assert store.list_user_domains() == []
+
+
+def test_templates_and_patterns_that_run_for_ever_are_cut(store, monkeypatch):
+    from domains.user import verifiers
+
+    monkeypatch.setattr(verifiers, "BUILD_TIMEOUT_S", 3.0)
+    rows = [{"v": i, "a": "a" * 30 + "c"} for i in range(30)]
+    loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ v }}"
+    with pytest.raises(ConfigError, match="took over 3 s"):
+        L.add_domain(store, {"name": "slow", "columns": {"template": loop, "answer": "a"}}, rows=rows)
+    with pytest.raises(ConfigError, match="took over 3 s"):  # the reference answers are matched in the worker
+        L.add_domain(store, {"name": "slow", "columns": {"template": "{{ v }}", "answer": "a"},
+                             "verifier": {"kind": "regex", "pattern": "(a+)+b|a*c"}}, rows=rows)
+    assert store.list_user_domains() == []
+
+
+def test_odd_files_are_refused_or_read_right(tmp_path):
+    import os
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    with pytest.raises(ConfigError, match="can't be read"):
+        D.read_rows(deep)
+    big = tmp_path / "big.jsonl"
+    big.write_text('{"a": ' + "9" * 5000 + "}\n")
+    with pytest.raises(ConfigError, match="line 1 can't be read"):
+        D.read_rows(big)
+    dup = tmp_path / "dup.csv"
+    dup.write_text("q,a,a\nx,1,2\n")
+    with pytest.raises(ConfigError, match="names column 'a' twice"):
+        D.read_rows(dup)
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        D.read_rows(fifo)
+    spec = parse_spec({"name": "lv", "columns": {"prompt": "q", "answer": "a", "level": "l"}})
+    built = D.build_rows(spec, [{"q": "x", "a": b"7", "l": "1.0"}, {"q": "y", "a": "8", "l": 2.0}])
+    assert [(r.answer, r.level) for r in built] == [("7", 1), ("8", 2)]  # binary text decoded, 1.0 is level 1
+    assert D.build_rows(parse_spec({**SPEC, "columns": {"prompt": "question", "answer": "answer",
+                                                        "metadata": ["m"]}}),
+                        [{"question": "q", "answer": "1", "m": float("nan")}])[0].metadata == {"m": None}
+
+
+def test_more_bad_definitions_are_refused(store, tmp_path):
+    with pytest.raises(ConfigError, match="only punctuation"):
+        L.add_domain(store, {"name": "punct", "columns": {"prompt": "q", "answer": "a"}},
+                     rows=[{"q": f"q{i}", "a": "?!" if i == 3 else str(i)} for i in range(30)])
+    with pytest.raises(ConfigError, match="field 'data'"):
+        L.add_domain(store, {**SPEC, "name": "d5", "data": 5})
+    with pytest.raises(ConfigError, match="defines no function reward"):
+        L.add_domain(store, {"name": "nofn", "columns": {"prompt": "question", "answer": "answer"},
+                             "verifier": {"kind": "python", "source": "def score(r, a, row):\n    return 1.0\n"}},
+                     rows=ROWS)
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        L.add_domain(store, {"name": "re9", "columns": {"prompt": "question", "answer": "answer"},
+                             "verifier": {"kind": "regex", "pattern": "a{99999999999}"}}, rows=ROWS)
+    L.add_domain(store, {**SPEC, "name": "tox"}, rows=ROWS)
+    with pytest.raises(ConfigError, match="is a directory"):
+        L.export_domain(store, "tox", tmp_path)
+    assert not list(tmp_path.parent.glob("*.part"))
+    assert [d["name"] for d in store.list_user_domains()] == ["tox"]
+
+
+def test_one_broken_stored_domain_does_not_break_the_others(store):
+    L.add_domain(store, {**SPEC, "name": "fine"}, rows=ROWS)
+    L.add_domain(store, {**SPEC, "name": "broken"}, rows=ROWS)
+    store.db.execute("UPDATE user_domains SET spec = '{\"name\": 5}' WHERE name = 'broken'")
+    store.db.conn.commit()
+    registry.unregister("fine")
+    registry.unregister("broken")
+    done, broken = L.register_user_domains(store)
+    assert done == ["fine"] and "broken" in broken and "name" in broken["broken"]
