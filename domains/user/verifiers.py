@@ -26,6 +26,7 @@ Not covered: code with unit tests and custom reward functions (they run in the s
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import string
@@ -35,6 +36,8 @@ from domains.answers import extract_answer, last_number, normalise_number
 from core.errors import ConfigError, GenerationTimeout, UpstreamCrash
 from domains.upstream import WorkerPool
 
+# math-verify warns once per process that its own (SIGALRM) timeout is off: ours is the worker's
+logging.getLogger("math_verify").setLevel(logging.ERROR)
 VERIFY_TIMEOUT_S = 5.0
 BUILD_TIMEOUT_S = 120.0  # checking a whole file's rows (templates, reference answers) in a worker
 USER_VERIFIERS = WorkerPool(preload=("domains.user.verifiers", "math_verify", "jsonschema"))
