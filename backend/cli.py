@@ -200,6 +200,12 @@ def cmd_domains_show(args) -> int:
         print(f"{key:>12}: {val}")
     for level, note in d.level_notes.items():
         print(f"{'level ' + str(level):>12}: {note}")
+    if d.family == "user":  # a user domain: how its data file was read, and its versions
+        spec = d.spec.model_dump(mode="json", exclude_defaults=True, exclude={"name", "description"})
+        spec.get("verifier", {}).pop("source", None)  # the reward function's code: `domains export`
+        print(f"{'definition':>12}: {json.dumps(spec)}")
+        versions = [str(v["version"]) for v in store.user_domain_versions(d.name)]
+        print(f"{'versions':>12}: {', '.join(versions)} (this is version {d.version})")
     for seed in range(args.examples):
         try:
             task = d.make_task(seed, args.level or min(d.levels))

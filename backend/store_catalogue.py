@@ -173,3 +173,12 @@ class CatalogueVerbs:
                                        [_now(), name])
         return cur.rowcount
 
+    @_locked
+    def user_domain_versions(self, name: str) -> list[dict]:
+        """Every stored version of a user domain, oldest first (removed ones too): {"version",
+        "note", "created_at", "removed_at", "data_sha256"}."""
+        cur = self.db.execute("SELECT version, note, created_at, removed_at, data_sha256 FROM user_domains "
+                              "WHERE name = ? ORDER BY version", [name])
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+

@@ -47,7 +47,9 @@ def load_definition(path: str | Path) -> dict:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"definition file {path.name}: not YAML ({str(e).splitlines()[0]})") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"definition file {path.name}: not YAML{where} ({str(e).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"definition file {path.name}: a definition is a mapping of fields")
     if isinstance(raw.get("data"), str) and raw["data"]:

@@ -99,8 +99,8 @@ class VerifierSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["exact", "numeric", "math", "choice", "regex", "json", "code_tests", "python", "checker"] = "exact"
     case_sensitive: bool = False
-    abs_tol: float = Field(0.0, ge=0)
-    rel_tol: float = Field(1e-6, ge=0, le=1)
+    abs_tol: float = Field(0.0, ge=0, allow_inf_nan=False)
+    rel_tol: float = Field(1e-6, ge=0, le=1, allow_inf_nan=False)
     pattern: str | None = None
     pattern_column: str | None = None
     fields: list[str] | None = None
@@ -108,7 +108,7 @@ class VerifierSpec(BaseModel):
     test_column: str = "test"
     entry_point_column: str = "entry_point"
     prefix_column: str | None = None
-    timeout_s: float = Field(10.0, gt=0, le=60)
+    timeout_s: float = Field(10.0, gt=0, le=60, allow_inf_nan=False)
     source: str | None = Field(None, max_length=MAX_REWARD_SOURCE_CHARS)
     files_column: str | None = None
     setup_column: str | None = None
@@ -157,7 +157,7 @@ class UserDomainSpec(BaseModel):
     columns: ColumnMap
     verifier: VerifierSpec = Field(default_factory=VerifierSpec)
     extraction: Literal["answer_line", "tags", "boxed", "last_number", "whole"] = "answer_line"
-    heldout_fraction: float = Field(0.2, ge=0.05, le=0.5)
+    heldout_fraction: float = Field(0.2, ge=0.05, le=0.5, allow_inf_nan=False, strict=False)
     license: str = Field("user data", max_length=100)
 
 

@@ -365,3 +365,23 @@ def test_one_broken_stored_domain_does_not_break_the_others(store):
     registry.unregister("broken")
     done, broken = L.register_user_domains(store)
     assert done == ["fine"] and "broken" in broken and "name" in broken["broken"]
+
+
+def test_show_prints_the_definition_and_versions_and_bad_yaml_names_its_line(tmp_path, capsys):
+    from backend.cli import main
+
+    data = _write(tmp_path, "jsonl")
+    db = ["--db", str(tmp_path / "show.db")]
+    add = ["domains", "add", "--data", str(data), "--name", "shown", "--prompt", "question", "--answer", "answer"]
+    assert main(db + add) == 0 and main(db + ["domains", "update"] + add[2:] + ["--verifier", "numeric"]) == 0
+    capsys.readouterr()
+    assert main(db + ["domains", "show", "shown", "--examples", "0"]) == 0
+    out = capsys.readouterr().out
+    assert '"verifier": {"kind": "numeric"}' in out and "versions: 1, 2 (this is version 2)" in out
+    assert main(db + add[:-4] + ["--name", "nan_split", "--heldout-fraction", "nan"]) == 2
+    assert "finite number" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncolumns: {prompt: q\n")
+    assert main(db + ["domains", "add", str(bad)]) == 2
+    assert "not YAML at line 3" in capsys.readouterr().err
+    registry.unregister("shown")
