@@ -115,7 +115,7 @@ def register_definitions(definitions: Sequence[dict]) -> list[str]:
     Raises:
         ConfigError: a malformed definition.
     """
-    from domains.user.domain import from_json  # the user family on first use
+    from domains.user.build import from_json  # the user family on first use
 
     built = [from_json(d) for d in definitions]
     for d in built:

@@ -154,6 +154,7 @@ def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
             problems.append(f"seed {task.seed}: the reference answer spans lines but the domain asks for one line")
         reward, b = domain.score(task, domain.reference_completion(task))
         errors += "verifier_error" in b
+        problems += failed_reference_calls(task, b)
         if reward == 1.0 and b.get("correct") == 1.0:
             ref_pass += 1
         elif len(examples) < 5:
@@ -227,6 +228,18 @@ def reward_audit(scored: list[tuple[str, Task, float, dict]]) -> list[str]:
     return out
 
 
+def failed_reference_calls(task: Task, breakdown: dict, records: list | None = None) -> list[str]:
+    """A problem when a reference episode's tool calls did not all succeed (a tool that
+    fails on the domain's own reference calls is broken, whatever the final answer scores),
+    naming the first failing call's code and what it said."""
+    if not breakdown.get("calls") or breakdown.get("ok_calls") == breakdown["calls"]:
+        return []
+    failed = [c for r in records or [] for c in r.get("calls", []) if c.get("error")]
+    said = f": {failed[0]['name']} gave {failed[0]['error']} ({str(failed[0]['observation'])[:120]})" if failed else ""
+    return [f"{task.entry.get('task_id', task.seed)}: {breakdown['calls'] - breakdown.get('ok_calls', 0)} of "
+            f"{breakdown['calls']} reference tool calls failed{said}"]
+
+
 def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict:
     """Verifier checks of a sandboxed domain (humaneval or terminal_*) in `pool`."""
     from collections import Counter
@@ -248,7 +261,10 @@ def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict
                 cases = {"reference": domain.reference_turns(task), "wrong": domain.wrong_turns(task),
                          "blank": [""], "malformed": ["I would do it like this, but I won't."]}
                 for kind, turns in cases.items():
-                    count(kind, play_turns(domain, task, turns, sb)[0])
+                    reward, breakdown, records = play_turns(domain, task, turns, sb)
+                    count(kind, reward)
+                    if kind == "reference":
+                        problems += failed_reference_calls(task, breakdown, records)
     else:
         # on first use: it pulls in numpy, pydantic
         from sandboxes.pool import Scheduler

@@ -46,3 +46,33 @@ def test_run_with_humaneval_and_terminal_in_the_mix(tiny_model_2k_dir, docker_en
     left = [c for c in docker_engine.containers.list(all=True, filters={"label": "rlwb.sandbox"})
             if c.labels.get("rlwb.owner") == owner_tag() and "rlwb.test" not in c.labels]
     assert left == []  # the run closed its pool
+
+
+def test_run_on_a_user_tool_domain(tiny_model_2k_dir, docker_engine, tmp_path):
+    """A stored user domain with the user's own tools (a command and a Python function) in a
+    real run: episodes in Docker sandboxes, the tools' contracts in every prompt, each
+    sample scored by the domain's verifier with its call statistics."""
+    from domains import registry
+    from domains.user import library
+    from tests.domains.test_user_tool_domain import DEFINITION, _rows
+
+    cfg = parse_config({
+        "name": "tiny-user-tools", "model": str(tiny_model_2k_dir), "steps": 1, "seed": 2,
+        "domains": {"stock_value": 1.0}, "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 2,
+        "max_new_tokens": 24, "max_turns": 2, "max_episode_tokens": 512, "vllm_compile": False,
+        "sandbox_pool_size": 2, "command_timeout_s": 5, "eval_tasks_per_domain": 2, "eval_max_new_tokens": 16,
+        "output_dir": str(tmp_path / "out")})
+    with Store(tmp_path / "run.db") as store:
+        try:
+            library.add_domain(store, DEFINITION, rows=_rows())
+            run_id = run_foreground(cfg, store)
+            run = store.get_run(run_id)
+            assert run["status"] == "completed", run["error"]
+            assert run["config"]["user_domains"] == {"stock_value": 1}
+            rows = store.trajectories(run_id, limit=100)
+            assert len(rows) == 2 * 2 and {r["domain"] for r in rows} == {"stock_value"}
+            for r in rows:
+                assert r["fault"] is None and "unit_price" in r["prompt"] and "stock" in r["prompt"]
+                assert 1 <= len(r["turns"]) <= 2 and "calls" in r["breakdown"], r["breakdown"]
+        finally:
+            registry.unregister("stock_value")

@@ -1,7 +1,8 @@
 """The Domains page's "New domain" tab: a user's data file becomes a domain without code.
 
 Upload a file (or give a path on this machine: a datasets directory too), map its columns,
-pick the verifier and the answer extraction, see the prompt as the model will see it, try
+pick the verifier and the answer extraction (and, optionally, tools the model may call: built-in
+ones or the user's own, declared by contract), see the prompt as the model will see it, try
 the verifier on a typed reply, save (a new domain or a new version), validate. Then the
 Mix editor tab puts it in a mix and the Launch page trains on it.
 
@@ -18,11 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+import yaml
 
 from core.errors import WorkbenchError
 from domains.user.data import read_rows
 from domains.user.library import add_domain, prepare
-from domains.user.spec import EXTRACTIONS, VERIFIERS
+from domains.user.spec import BUILTIN_TOOLS, EXTRACTIONS, VERIFIERS
 from domains.validation import validate
 
 NONE = "(none)"
@@ -36,6 +38,16 @@ VERIFIER_HELP = {"exact": "equal after normalising case, spaces, punctuation and
                  "code_tests": "the reply's Python code passes the row's unit tests in a sandbox",
                  "python": "your own reward(reply, answer, row) function, run in a sandbox",
                  "checker": "a multi-turn shell task in a sandbox; a checker command decides"}
+ANSWER_VERIFIERS = ("exact", "numeric", "math", "choice", "regex", "json")
+TOOLS_EXAMPLE = """- name: unit_price
+  description: The unit price of one item in EUR.
+  input_schema: {type: object, properties: {item: {type: string}}, required: [item]}
+  output: the price, a number
+  errors: {unknown_item: no price for that item}
+  python: |
+    def run(arguments):
+        ...  # return the result, or raise ToolError("unknown_item", "...")
+"""
 REWARD_TEMPLATE = '''def reward(reply, answer, row):
     """0..1 for one reply; row has "id", "prompt", "metadata" and "extracted" (the answer found)."""
     got = row["extracted"]
@@ -145,6 +157,35 @@ def _verifier_fields(columns: list[str]) -> dict:
     return verifier
 
 
+def _tool_fields(definition: dict, columns: list[str]) -> None:
+    """Tools the model may call before it answers: built-in ones, and the user's own declared
+    as a YAML (or JSON) list of contracts with a command or a Python `run(arguments)`."""
+    with st.expander("Tools (optional): the model may call them before it answers"):
+        builtin = st.multiselect("Built-in tools", BUILTIN_TOOLS, key="nd_builtin_tools")
+        text = st.text_area("Your tools (YAML or JSON list)", key="nd_tools", height=160, placeholder=TOOLS_EXAMPLE,
+                            help="each: name, description, input_schema (JSON Schema), output, errors, and command or "
+                                 "python; it runs in the sandbox")
+        c = st.columns(2)
+        with c[0]:
+            calls = _column("Reference calls column", columns, "nd_calls_col", optional=True,
+                            help='a JSON list of {"name", "arguments"} that reaches the row\'s answer; validation '
+                                 "plays it")
+        with c[1]:
+            files = _column("Files column", columns, "nd_tool_files_col", optional=True,
+                            help="a JSON object of path -> text written into the workspace, for the tools")
+    if builtin:
+        definition["builtin_tools"] = builtin
+    if text.strip():
+        try:
+            definition["tools"] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            st.error(f"Your tools are not YAML or JSON: {str(e)[:200]}")
+    if calls:
+        definition["columns"]["reference_calls"] = calls
+    if files:
+        definition["verifier"]["files_column"] = files
+
+
 def definition_form(rows: list[dict]) -> dict:
     """The definition the form describes (`domains.user.library.prepare` checks it)."""
     columns = list(dict.fromkeys(str(k) for row in rows[:200] for k in row))
@@ -172,6 +213,8 @@ def definition_form(rows: list[dict]) -> dict:
         cols["system"] = _column("System prompt column", columns, "nd_system", optional=True)
     definition["columns"] = {k: v for k, v in cols.items() if v is not None}
     definition["verifier"] = _verifier_fields(columns)
+    if definition["verifier"]["kind"] in ANSWER_VERIFIERS:
+        _tool_fields(definition, columns)
     c = st.columns(2)
     definition["extraction"] = c[0].selectbox("Answer extraction", EXTRACTIONS, key="nd_extraction",
                                               help="where the answer is in the model's reply")

@@ -259,7 +259,7 @@ def _calculator(args: dict, ctx: ToolContext, timeout_s: float) -> str:
 IMPLEMENTATIONS: dict[str, Callable[[dict, ToolContext, float], str]] = {
     "python": _python, "shell": _shell, "read_file": _read_file, "write_file": _write_file, "list_dir": _list_dir,
     "search_document": _search_document, "sql": _sql, "calculator": _calculator}
-_SANDBOXED = {"python", "shell", "read_file", "write_file", "list_dir"}
+SANDBOX_TOOLS = {"python", "shell", "read_file", "write_file", "list_dir"}
 
 
 class ToolRunner:
@@ -294,7 +294,7 @@ class ToolRunner:
         self.impls = {n: impls[n] for n in names}
         self.context = context or ToolContext()
         self.timeout_s, self.max_calls = float(timeout_s), max_calls
-        self.in_caller = _SANDBOXED if in_caller is None else set(in_caller)
+        self.in_caller = SANDBOX_TOOLS if in_caller is None else set(in_caller)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tool")
 
     def close(self) -> None:

@@ -55,7 +55,8 @@ class TaskRow:
         test, entry_point, prefix: The code_tests verifier's tests, function name and
             code before the reply ("" for other verifiers).
         files, setup, checker: The checker verifier's workspace files (path -> text),
-            setup command and checker command.
+            setup command and checker command; a tool domain's files.
+        calls: A tool domain's reference calls, [{"name": ..., "arguments": {...}}, ...].
     """
 
     id: str
@@ -71,6 +72,7 @@ class TaskRow:
     files: dict = field(default_factory=dict)
     setup: str = ""
     checker: str = ""
+    calls: list = field(default_factory=list)
 
 
 def detect_format(path: Path) -> str:
@@ -311,25 +313,58 @@ def _json_safe(value: Any, where: str) -> Any:
     return json.loads(text)
 
 
+def _row_files(spec: UserDomainSpec, row: dict, i: int) -> dict:
+    """Row i's workspace files from the `files_column` (a JSON object of path -> text)."""
+    column = spec.verifier.files_column
+    if not column:
+        return {}
+    files = row.get(column)
+    if isinstance(files, str):
+        try:
+            files = json.loads(files) if files.strip() else {}
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"row {i}: column '{column}' (the files) is not JSON ({e.msg})") from None
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in files.items()):
+        raise ConfigError(f"row {i}: column '{column}' (the files) must be an object of path -> text")
+    bad = [p for p in files if not p or p.startswith("/") or ".." in p.split("/")]
+    if bad:
+        raise ConfigError(f"row {i}: file path {bad[0]!r} must stay inside the workspace (relative, no '..')")
+    return files
+
+
 def _episode_fields(spec: UserDomainSpec, row: dict, i: int) -> dict:
-    """Row i's sandbox environment: files (a JSON object of path -> text), setup, checker."""
+    """Row i's sandbox environment: files, setup, checker."""
     v = spec.verifier
-    files: Any = {}
-    if v.files_column:
-        files = row.get(v.files_column)
-        if isinstance(files, str):
-            try:
-                files = json.loads(files) if files.strip() else {}
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"row {i}: column '{v.files_column}' (the files) is not JSON ({e.msg})") from None
-        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in files.items()):
-            raise ConfigError(f"row {i}: column '{v.files_column}' (the files) must be an object of path -> text")
-        bad = [p for p in files if not p or p.startswith("/") or ".." in p.split("/")]
-        if bad:
-            raise ConfigError(f"row {i}: file path {bad[0]!r} must stay inside the workspace (relative, no '..')")
     checker = v.checker if v.checker is not None else _field_text(row, v.checker_column, i, "checker")
     setup = _field_text(row, v.setup_column, i, "setup command", required=False) if v.setup_column else ""
-    return {"files": files, "setup": setup, "checker": checker}
+    return {"files": _row_files(spec, row, i), "setup": setup, "checker": checker}
+
+
+def _tool_fields(spec: UserDomainSpec, row: dict, i: int) -> dict:
+    """Row i's tool-use fields: workspace files and reference calls (a JSON list of
+    {"name", "arguments"} naming the domain's tools; arguments are checked against each
+    tool's schema when the validator plays them)."""
+    column = spec.columns.reference_calls
+    calls: Any = []
+    if column:
+        calls = row.get(column)
+        if isinstance(calls, str):
+            try:
+                calls = json.loads(calls) if calls.strip() else []
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"row {i}: column '{column}' (the reference calls) is not JSON ({e.msg})") from None
+        names = {*spec.builtin_tools, *(t.name for t in spec.tools)}
+        if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                                  and isinstance(c.get("arguments", {}), dict) for c in calls):
+            raise ConfigError(f"row {i}: column '{column}' (the reference calls) must be a JSON list of "
+                              '{"name": TOOL, "arguments": {...}}')
+        unknown = [c["name"] for c in calls if c["name"] not in names]
+        if unknown:
+            raise ConfigError(f"row {i}: column '{column}' calls {unknown[0][:40]!r}, not a tool of this domain "
+                              f"({', '.join(sorted(names))})")
+        calls = [{"name": c["name"], "arguments": _json_safe(c.get("arguments", {}), f"row {i}: column '{column}'")}
+                 for c in calls]
+    return {"files": _row_files(spec, row, i), "calls": calls}
 
 
 def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
@@ -374,6 +409,8 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
                                   f"{extra['entry_point'][:60]!r}, not a Python function name")
         if spec.verifier.kind == "checker":
             extra = _episode_fields(spec, row, i)
+        elif spec.uses_tools:
+            extra = _tool_fields(spec, row, i)
         if cols.id is not None:
             row_id = _field_text(row, cols.id, i, "id")
         else:

@@ -1,8 +1,10 @@
 """A user domain: the user's rows as tasks, split into training and held-out rows, scored
-by the verifier the user picked. It is a `TextDomain` like the built-in ones, so mixes, the
-curriculum, validation, evaluation and reports treat it the same way.
+by the verifier the user picked. Single-turn ones are here (`UserDomain`, a `TextDomain`
+like the built-in ones, and the sandbox-judged `UserCodeDomain` and `UserRewardDomain`);
+the episode kinds are in `domains.user.episodes`; `domains.user.build` picks the class.
+Mixes, the curriculum, validation, evaluation and reports treat them as built-in ones.
 
-    domain = build_domain(spec, read_rows("questions.jsonl"), version=1)
+    domain = build_domain(spec, build_rows(spec, read_rows("questions.jsonl")), version=1)
     task = domain.make_task(seed, difficulty=1)        # a training row (seed % rows of its side)
     reward, breakdown = domain.score(task, "Answer: 42")
 
@@ -19,22 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.errors import ConfigError, SandboxError
+from core.errors import ConfigError
 from domains.answers import MAX_COMPLETION_CHARS, malformed
 from domains.code.humaneval import job_nonce, tests_job, tests_score
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, TAG_INSTRUCTION,
-                              EpisodeDomain, SandboxDomain, Task, TextDomain, as_int, check_difficulty)
-from domains.terminal.env import SYSTEM_PROMPT as SHELL_PROMPT
-from domains.terminal.env import TerminalEnv
-from domains.terminal.tasks import TerminalTask
-from domains.splits import heldout_share, is_heldout
-from domains.user.data import MAX_CODE_CHARS, TaskRow, checked_text
-from domains.user.spec import UserDomainSpec, parse_spec
-from domains.user.verifiers import extract, in_worker, normalise_text, read_number, verify
+                              SandboxDomain, Task, TextDomain, as_int, check_difficulty)
+from domains.splits import is_heldout
+from domains.user.data import TaskRow
+from domains.user.spec import UserDomainSpec
+from domains.user.verifiers import extract, verify
 from sandboxes.pool import SandboxJob
 
 FAMILY = "user"
@@ -43,12 +41,14 @@ INSTRUCTIONS = {"answer_line": ANSWER_INSTRUCTION, "tags": TAG_INSTRUCTION,
                 "whole": ""}
 REWARD_RUNNER = (Path(__file__).with_name("reward_runner.py")).read_text(encoding="utf-8")
 CODE_INSTRUCTION = "Reply with your code in one ```python code block."
-_LETTER = re.compile(r"^\W*\(?[A-Za-z]\b")
 
 
 def data_digest(rows: tuple[TaskRow, ...]) -> str:
-    """SHA-256 (hex) of the task rows as canonical JSON: the content address of a domain's data."""
-    blob = json.dumps([asdict(r) for r in rows], sort_keys=True, ensure_ascii=False).encode()
+    """SHA-256 (hex) of the task rows as canonical JSON: the content address of a domain's data.
+    A row without reference calls is written without the field, so digests from before tool
+    domains stay the same."""
+    rows_json = [{k: v for k, v in asdict(r).items() if k != "calls" or v} for r in rows]
+    blob = json.dumps(rows_json, sort_keys=True, ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
@@ -292,210 +292,3 @@ class UserRewardDomain(UserRows, SandboxDomain):
                                 "details": result.get("breakdown", {})}
             why = result["error"]
         return 0.0, {**base, "score": 0.0, "correct": 0.0, "verifier_error": why[:300]}
-
-
-class UserSandboxEnv(TerminalEnv):
-    """A user's sandbox task played turn by turn, as the terminal family's `TerminalEnv`
-    (same command format, observations and budgets): `reset` writes the row's files and runs
-    its setup command; at the end `check` runs the row's checker command in /workspace."""
-
-    def __init__(self, sandbox, max_turns: int, command_timeout_s: float, checker_timeout_s: float,
-                 checker_score: bool) -> None:
-        super().__init__(sandbox, max_turns=max_turns, command_timeout_s=command_timeout_s)
-        self.checker_timeout_s, self.checker_score = checker_timeout_s, checker_score
-        self.user_task: Task | None = None
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
-        """Start an episode of `options["task"]` (a user domain's `Task`).
-
-        Raises:
-            ConfigError: no task given.
-            SandboxError: the row's setup command failed (its output in the message).
-        """
-        task = (options or {}).get("task")
-        if task is None:
-            raise ConfigError("a user sandbox task is started with options={'task': task}")
-        self.user_task = task
-        e = task.entry
-        obs, info = super().reset(options={"task": TerminalTask(task.domain, task.seed, task.difficulty, task.question,
-                                                                 e["files"], "", (), task.answer)})
-        if e.get("setup"):
-            r = self._exec(e["setup"], timeout_s=self.checker_timeout_s, budget=False)
-            if not r.ok:
-                raise SandboxError(f"the task's setup command exited {r.exit_code}: {(r.stderr or r.stdout)[-300:]}")
-        return obs, info
-
-    def check(self) -> tuple[float, str]:
-        """The row's checker in the sandbox: (1.0 if it exits 0, else 0.0; or with
-        `checker_score` the score on its last stdout line), and its one-line verdict."""
-        r = self._exec(self.user_task.entry["checker"], timeout_s=self.checker_timeout_s, budget=False)
-        lines = r.stdout.strip().splitlines()
-        verdict = (lines or [r.stderr.strip()[-200:] or f"exit {r.exit_code}"])[-1][:300]
-        if r.timed_out:
-            return 0.0, f"the checker ran past {self.checker_timeout_s:g} s"
-        if not self.checker_score:
-            return (1.0 if r.ok else 0.0), verdict
-        try:
-            score = float(lines[-1]) if lines and r.ok else float("nan")
-        except ValueError:
-            score = float("nan")
-        if not 0.0 <= score <= 1.0:
-            return 0.0, f"the checker's last line is not a score in [0, 1]: {verdict[:100]!r}"
-        return score, verdict
-
-
-@dataclass(frozen=True, eq=False)
-class UserEpisodeDomain(UserRows, EpisodeDomain):
-    """A user's multi-turn sandbox environment: per row an instruction, files, a setup and a
-    checker command, played by the same episode loop as the terminal domains (one shell
-    command per turn, snapshot-free reset between episodes, the run's turn and token
-    budgets). The answer column holds reference commands, one per line."""
-
-    kind = "multi_turn"
-    needs_sandbox = True
-
-    @property
-    def environment(self) -> dict:
-        return {**self.sandbox_environment("the row's checker command after the episode"), "gymnasium": "UserSandboxEnv",
-                "checker_score": self.spec.verifier.checker_score}
-
-    def row_entry(self, row: TaskRow) -> dict:
-        return {"files": row.files, "setup": row.setup, "checker": row.checker, "task_id": row.id}
-
-    def messages(self, task: Task) -> list[dict]:
-        """The shell-work system prompt (the terminal family's: command format) and the instruction."""
-        return [{"role": "system", "content": task.entry.get("system") or SHELL_PROMPT},
-                {"role": "user", "content": task.question}]
-
-    def reference_completion(self, task: Task) -> str:
-        return task.answer
-
-    def make_env(self, sandbox=None, max_turns: int = 4, timeout_s: float = 10.0) -> UserSandboxEnv:
-        return UserSandboxEnv(sandbox, max_turns=max_turns, command_timeout_s=timeout_s,
-                              checker_timeout_s=self.spec.verifier.timeout_s, checker_score=self.spec.verifier.checker_score)
-
-    def reference_turns(self, task: Task) -> list[str]:
-        return self.scripted_turns(task.answer)
-
-    def wrong_turns(self, task: Task) -> list[str]:
-        return ["```bash\necho hello > greeting.txt\n```", "DONE"]
-
-    def scripted_turns(self, text: str) -> list[str]:
-        """One fenced command per non-empty line, then DONE."""
-        return [*(f"```bash\n{c}\n```" for c in str(text).splitlines() if c.strip()), "DONE"]
-
-
-def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
-    """Each row's reference answer is one the verifier can judge (checked without running it)."""
-    kind = spec.verifier.kind
-    for i, row in enumerate(rows, 1):
-        if kind == "numeric" and read_number(row.answer) is None:
-            raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not a number (numeric verifier); "
-                              "pick the exact verifier or fix the row")
-        if kind == "choice" and _LETTER.match(row.answer) is None:
-            raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not an option letter (choice verifier)")
-        if kind == "exact" and not normalise_text(row.answer):
-            raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is only punctuation or spaces, which the exact "
-                              "verifier ignores (any such reply would match); pick the regex verifier or fix the row")
-        if kind == "regex":
-            try:
-                compiled = re.compile(row.pattern, 0 if spec.verifier.case_sensitive else re.IGNORECASE)
-            except (re.error, OverflowError, RecursionError, ValueError) as e:
-                raise ConfigError(f"row {i}: the pattern {row.pattern[:60]!r} is not a regular expression ({e})") from None
-            if compiled.fullmatch(row.answer) is None:
-                raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} does not match its own pattern "
-                                  f"{row.pattern[:60]!r}")
-        if kind == "json" and spec.verifier.json_schema is None:
-            try:
-                json.loads(row.answer)
-            except json.JSONDecodeError:
-                raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not JSON (json verifier)") from None
-
-
-def _check_rows(rows: tuple[TaskRow, ...]) -> None:
-    """Every task row's fields have their types and are clean text (rows that did not come
-    through `build_rows`: an imported export file).
-
-    Raises:
-        ConfigError: naming the row and the field.
-    """
-    seen: set[str] = set()
-    for i, row in enumerate(rows, 1):
-        if not isinstance(row, TaskRow):
-            raise ConfigError(f"row {i}: not a task row")
-        for name in ("id", "prompt", "answer"):
-            value = getattr(row, name)
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"row {i}: field '{name}' must be non-empty text")
-        for name in ("id", "prompt", "answer", "system", "pattern"):
-            checked_text(getattr(row, name), f"row {i}: field '{name}'")
-        for name in ("test", "entry_point", "prefix", "setup", "checker"):
-            checked_text(getattr(row, name), f"row {i}: field '{name}'", limit=MAX_CODE_CHARS)
-        if not isinstance(row.metadata, dict) or not isinstance(row.files, dict):
-            raise ConfigError(f"row {i}: fields 'metadata' and 'files' must be objects")
-        for path, text in row.files.items():
-            checked_text(path, f"row {i}: a file path", limit=300)
-            checked_text(text, f"row {i}: file {path[:60]!r}", limit=MAX_CODE_CHARS)
-            if path.startswith("/") or ".." in path.split("/"):
-                raise ConfigError(f"row {i}: file path {path[:60]!r} must stay inside the workspace")
-        if as_int(row.level) is None or row.level < 1:
-            raise ConfigError(f"row {i}: level {row.level!r} is not a whole number >= 1")
-        if row.id in seen:
-            raise ConfigError(f"row {i}: repeats the id {row.id!r} of an earlier row; make the ids unique")
-        seen.add(row.id)
-
-
-def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version: int = 0,
-                 trusted: bool = False) -> UserRows:
-    """A `UserDomain` (or, by verifier, a `UserCodeDomain`, `UserRewardDomain` or
-    `UserEpisodeDomain`) from a definition and its task rows (`domains.user.data.build_rows`).
-
-    Args:
-        trusted: the rows were checked when the domain was stored (loading a stored
-            version): skip the row and reference checks.
-
-    Raises:
-        ConfigError: a bad definition, a bad row or a reference answer the verifier can't
-            judge (its row named), checks that ran past REFERENCE_CHECK_TIMEOUT_S (a
-            pattern that backtracks for ever), or a level without rows on both sides of the
-            split (add rows or raise `heldout_fraction`).
-    """
-    spec = parse_spec(spec)
-    if not trusted:
-        _check_rows(rows)
-    if spec.verifier.json_schema is not None:
-        import jsonschema  # on first use: it pulls in jsonschema
-
-        try:
-            jsonschema.Draft202012Validator.check_schema(spec.verifier.json_schema)
-        except jsonschema.SchemaError as e:
-            raise ConfigError(f"domain field 'verifier.json_schema': not a JSON Schema ({e.message})") from None
-    if not trusted:
-        in_worker(_check_references, spec, rows, what=f"checking the reference answers of {spec.name}")
-    sides: dict[tuple[int, bool], list[int]] = {}
-    for i, row in enumerate(rows):
-        sides.setdefault((row.level, False), [])
-        sides.setdefault((row.level, True), [])
-        sides[(row.level, heldout_share(row.id, spec.heldout_fraction))].append(i)
-    for (level, held), idx in sorted(sides.items()):
-        if not idx:
-            n = len(sides[(level, not held)])
-            side = "held out" if held else "left for training"
-            raise ConfigError(f"level {level}: none of its {n} rows is {side} (heldout_fraction "
-                              f"{spec.heldout_fraction}); add rows at level {level} or change heldout_fraction")
-    cls = {"code_tests": UserCodeDomain, "python": UserRewardDomain,
-           "checker": UserEpisodeDomain}.get(spec.verifier.kind, UserDomain)
-    return cls(spec, tuple(rows), version, data_digest(tuple(rows)), {k: tuple(v) for k, v in sides.items()})
-
-
-def from_json(data: dict) -> UserRows:
-    """The domain `UserDomain.to_json` wrote.
-
-    Raises:
-        ConfigError: a malformed definition or rows.
-    """
-    try:
-        rows = tuple(TaskRow(**r) for r in data["rows"])
-    except (KeyError, TypeError) as e:
-        raise ConfigError(f"a stored user domain's rows are malformed ({e})") from None
-    return build_domain(data.get("spec"), rows, int(data.get("version", 0)), trusted=True)

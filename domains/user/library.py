@@ -28,7 +28,8 @@ import yaml
 from core.errors import ConfigError
 from domains import registry
 from domains.user.data import TaskRow, build_rows, read_rows
-from domains.user.domain import UserRows, build_domain
+from domains.user.build import build_domain
+from domains.user.domain import UserRows
 from domains.user.spec import parse_spec
 from domains.user.verifiers import in_worker
 

@@ -7,7 +7,7 @@ answer, how the answer is found in a reply and which verifier judges it.
 
 The definition is plain data (YAML or JSON on the CLI, a form on the page) checked by
 pydantic, so a bad field is named in the error (`spec_error`). Built into a domain by
-`domains.user.domain.build_domain` with the rows of `domains.user.data.read_rows`.
+`domains.user.build.build_domain` with the rows of `domains.user.data.read_rows`.
 
 Not covered: reading data files (`domains.user.data`), scoring (`domains.user.verifiers`).
 """
@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import ConfigError
+from domains.tools.contract import ToolSpec
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{1,47}$"  # a registry name: lower-case letters, digits, "_"
 EXTRACTIONS = ("answer_line", "tags", "boxed", "last_number", "whole")
@@ -39,6 +40,10 @@ class ColumnMap(BaseModel):
         id: Optional column with a unique row id; the held-out split hashes it (default:
             a hash of the prompt).
         metadata: Columns kept with the task for display (not shown to the model).
+        reference_calls: Domains with tools: an optional column holding the tool calls that
+            reach the row's answer, a JSON list of {"name": ..., "arguments": {...}}; the
+            validator plays them before the reference answer, so each tool is tried on
+            real rows before anything trains.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -49,6 +54,7 @@ class ColumnMap(BaseModel):
     level: str | None = None
     id: str | None = None
     metadata: list[str] = Field(default_factory=list)
+    reference_calls: str | None = None
 
     @model_validator(mode="after")
     def _one_prompt(self) -> "ColumnMap":
@@ -125,14 +131,85 @@ class VerifierSpec(BaseModel):
         if self.kind == "python":
             if not (self.source or "").strip():
                 raise ValueError("a python verifier needs 'source': code defining reward(reply, answer, row)")
-            try:
-                tree = ast.parse(self.source, "reward_fn.py")
-            except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-                raise ValueError(f"the reward function's source does not compile: {getattr(e, 'msg', e)} "
-                                 f"(line {getattr(e, 'lineno', '?')})") from None
-            if not any(isinstance(n, ast.FunctionDef) and n.name == "reward" for n in tree.body):
-                raise ValueError("the reward function's source defines no function reward(reply, answer, row)")
+            _check_source(self.source, "reward", "the reward function's source", "reward(reply, answer, row)")
         return self
+
+
+BUILTIN_TOOLS = ("calculator", "python", "shell", "read_file", "write_file", "list_dir")
+MAX_TOOLS = 16
+
+
+class UserToolSpec(BaseModel):
+    """A tool the user declares by contract and implements: what the model sees (name,
+    description, JSON-Schema input, output format, error codes, an example call) and what
+    runs in the sandbox when the model calls it (`domains.user.tools`).
+
+    Attributes:
+        name: What the model writes in "name" ([a-z][a-z0-9_]*, not a built-in tool's).
+        description: One or two sentences for the model.
+        input_schema: JSON Schema (Draft 2020-12) of the arguments; type "object".
+        output: What a successful result holds (format, units).
+        errors: The tool's own error codes -> meaning, on top of the contract's
+            (`domains.tools.contract.ERROR_CODES`).
+        example: Example arguments, valid against `input_schema`.
+        command: A shell command run in the task's workspace with the arguments as one
+            JSON object on stdin: exit 0 and its stdout is the result; another exit is a
+            failure, with the code of its last stderr line when that line is
+            "CODE: message" for one of `errors` (else "tool_error").
+        python: Python source defining `run(arguments)` that returns the result (text, or
+            anything JSON can write) and may raise `ToolError(code, message)`; run in the
+            sandbox (`domains.user.tool_runner`), never in the trainer.
+        timeout_s: Seconds one call may run; past it the call gets "timeout".
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
+    description: str = Field(min_length=1, max_length=1000)
+    input_schema: dict[str, Any]
+    output: str = Field("the tool's result, as text", max_length=500)
+    errors: dict[str, str] = Field(default_factory=dict)
+    example: dict[str, Any] | None = None
+    command: str | None = Field(None, max_length=10_000)
+    python: str | None = Field(None, max_length=MAX_REWARD_SOURCE_CHARS)
+    timeout_s: float = Field(10.0, gt=0, le=60, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _contract_and_one_implementation(self) -> "UserToolSpec":
+        if self.name in BUILTIN_TOOLS:
+            raise ValueError(f"'{self.name}' is a built-in tool's name; list it in builtin_tools or rename yours")
+        if (self.command is None) == (self.python is None):
+            raise ValueError(f"tool {self.name}: give exactly one of 'command' (a shell command) and 'python' "
+                             "(source defining run(arguments))")
+        bad = [c for c in self.errors if not isinstance(c, str) or not c.replace("_", "a").isalnum() or c != c.lower()]
+        if bad:
+            raise ValueError(f"tool {self.name}: error code {bad[0]!r} must be lower-case letters, digits and '_'")
+        if self.python is not None:
+            _check_source(self.python, "run", f"tool {self.name}'s source", "run(arguments)")
+        try:
+            self.contract()
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    def contract(self) -> ToolSpec:
+        """The `domains.tools.contract.ToolSpec` the model is shown.
+
+        Raises:
+            ConfigError: the schema or example is not valid JSON Schema / does not meet it.
+        """
+        return ToolSpec(self.name, self.description, self.input_schema, self.output, dict(self.errors), self.example)
+
+
+def _check_source(source: str, function: str, what: str, signature: str) -> None:
+    """`source` compiles and defines `function` at its top level (ValueError, naming the line)."""
+    if not source.strip():
+        raise ValueError(f"{what} is empty: give code defining {signature}")
+    try:
+        tree = ast.parse(source, "source.py")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        raise ValueError(f"{what} does not compile: {getattr(e, 'msg', e)} (line {getattr(e, 'lineno', '?')})") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == function for n in tree.body):
+        raise ValueError(f"{what} defines no function {signature}")
 
 
 class UserDomainSpec(BaseModel):
@@ -149,6 +226,11 @@ class UserDomainSpec(BaseModel):
         heldout_fraction: The share of rows held out for evaluation (by a hash of the row
             id, so the split is stable when rows are added or reordered).
         license: The data's licence, for the catalogue.
+        tools: The user's own tools (`UserToolSpec`); with these or `builtin_tools` the
+            domain is multi-turn tool use: the model may call tools turn by turn, and its
+            final reply (a turn without a call) is judged by the verifier. The answer
+            verifiers only (not code_tests, python or checker).
+        builtin_tools: Workbench tools offered too (`BUILTIN_TOOLS`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -159,6 +241,26 @@ class UserDomainSpec(BaseModel):
     extraction: Literal["answer_line", "tags", "boxed", "last_number", "whole"] = "answer_line"
     heldout_fraction: float = Field(0.2, ge=0.05, le=0.5, allow_inf_nan=False, strict=False)
     license: str = Field("user data", max_length=100)
+    tools: list[UserToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
+    builtin_tools: list[Literal["calculator", "python", "shell", "read_file", "write_file", "list_dir"]] = \
+        Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tools_fit(self) -> "UserDomainSpec":
+        names = [t.name for t in self.tools] + list(self.builtin_tools)
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"tool {repeated[0]!r} is declared twice")
+        if self.columns.reference_calls is not None and not names:
+            raise ValueError("columns.reference_calls is set but the domain has no tools")
+        if names and self.verifier.kind in ("code_tests", "python", "checker"):
+            raise ValueError(f"tools go with the answer verifiers (exact, numeric, math, choice, regex, json), "
+                             f"not {self.verifier.kind!r}")
+        return self
+
+    @property
+    def uses_tools(self) -> bool:
+        return bool(self.tools or self.builtin_tools)
 
 
 def spec_error(e: ValidationError, what: str = "domain") -> ConfigError:

@@ -74,3 +74,38 @@ def test_bad_data_and_a_bad_mapping_show_inline_and_store_nothing(tmp_path, monk
     assert [b for b in at.button if b.key == "nd_save"] == []  # no Save button without a valid domain
     with Store(db) as store:
         assert store.list_user_domains() == []
+
+
+def test_a_domain_with_tools_is_declared_on_the_page(tmp_path, monkeypatch):
+    """Built-in and own tools in the Tools expander: the preview lists them to the model, a
+    broken contract shows inline, the saved domain keeps them and its reference calls."""
+    rows = [{"question": f"What is {a} times {b}?", "answer": str(a * b),
+             "calls": json.dumps([{"name": "calculator", "arguments": {"expression": f"{a} * {b}"}}])}
+            for a in range(11, 17) for b in range(21, 26)]
+    db = _db(tmp_path)
+    at = _open(db, monkeypatch)
+    try:
+        at.text_input(key="nd_path").set_value(str(_data(tmp_path, rows))).run()
+        at.text_input(key="nd_name").set_value("times_with_tools").run()
+        at.selectbox(key="nd_prompt").set_value("question")
+        at.selectbox(key="nd_answer").set_value("answer")
+        at.selectbox(key="nd_verifier").set_value("numeric").run()
+        at.multiselect(key="nd_builtin_tools").set_value(["calculator"])
+        at.selectbox(key="nd_calls_col").set_value("calls")
+        at.text_area(key="nd_tools").set_value("- name: lookup\n  description: x\n  input_schema: {type: string}\n"
+                                               "  command: cat").run()
+        _ok(at)
+        assert "type 'object'" in _texts(at)  # a broken contract is named inline
+        assert [b for b in at.button if b.key == "nd_save"] == []
+        at.text_area(key="nd_tools").set_value("").run()
+        _ok(at)
+        texts = _texts(at)
+        assert '"name": "calculator"' in texts and "reply without a tool call" in texts
+        at.button(key="nd_save").click().run()
+        _ok(at)
+        assert "Saved times_with_tools version 1" in _texts(at)
+        d = registry.get_domain("times_with_tools")
+        task = d.make_task(0)
+        assert d.spec.builtin_tools == ["calculator"] and d.score(task, d.reference_completion(task))[0] == 1.0
+    finally:
+        registry.unregister("times_with_tools")

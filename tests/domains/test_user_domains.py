@@ -12,7 +12,7 @@ from domains import registry, splits
 from domains.contract import Task
 from domains.user import data as D
 from domains.user import library as L
-from domains.user.domain import build_domain
+from domains.user.build import build_domain
 from domains.user.spec import VerifierSpec, parse_spec
 from domains.user.verifiers import check, extract
 

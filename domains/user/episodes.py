@@ -1,0 +1,303 @@
+"""User domains played as episodes: a sandbox environment judged by a checker command
+(`UserEpisodeDomain`), and tool use with the user's own tools (`UserToolDomain`).
+
+    domain = build_domain(spec, rows)                   # domains.user.build: picks the class
+    env = domain.make_env(sandbox, max_turns=4)         # UserSandboxEnv or a tools ToolEnv
+    obs, info = env.reset(options={"task": domain.make_task(seed)})
+
+A user tool is declared by contract (`domains.user.spec.UserToolSpec`: JSON-Schema input,
+output format, error codes) and implemented by a shell command or a Python function; either
+runs in the task's sandbox, never in the trainer. A command gets the arguments as one JSON
+object on stdin; a function runs through `domains.user.tool_runner`. A tool domain's reward
+is the verifier's verdict on the final reply (FORMAT_WEIGHT for an answer the extraction
+finds, CORRECT_WEIGHT if it is right), with the episode's call statistics in the breakdown;
+tools help the model but calling them earns nothing by itself.
+
+Not covered: one network allow-list per domain (a run's sandboxes share one spec).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import ConfigError, SandboxError
+from domains.contract import CORRECT_WEIGHT, FORMAT_WEIGHT, EpisodeDomain, Task, ToolUseDomain
+from domains.terminal.env import SYSTEM_PROMPT as SHELL_PROMPT
+from domains.terminal.env import TerminalEnv
+from domains.terminal.tasks import TerminalTask
+from domains.tools.contract import CALL_CLOSE, CALL_OPEN, scripted_tool_turns
+from domains.tools.env import TOOL_SYSTEM_PROMPT, ToolEnv, call_stats, tool_prompt
+from domains.tools.toolbox import SANDBOX_TOOLS, TOOLS, ToolContext, ToolFailure, ToolRunner
+from domains.user.data import TaskRow
+from domains.user.domain import INSTRUCTIONS, UserRows
+from domains.user.spec import UserToolSpec
+from domains.user.verifiers import extract, verify
+
+TOOL_DIR = ".rlwb_tools"  # where a task's workspace holds the user's tool sources
+TOOL_RUNNER = (Path(__file__).with_name("tool_runner.py")).read_text(encoding="utf-8")
+
+
+class UserSandboxEnv(TerminalEnv):
+    """A user's sandbox task played turn by turn, as the terminal family's `TerminalEnv`
+    (same command format, observations and budgets): `reset` writes the row's files and runs
+    its setup command; at the end `check` runs the row's checker command in /workspace."""
+
+    def __init__(self, sandbox, max_turns: int, command_timeout_s: float, checker_timeout_s: float,
+                 checker_score: bool) -> None:
+        super().__init__(sandbox, max_turns=max_turns, command_timeout_s=command_timeout_s)
+        self.checker_timeout_s, self.checker_score = checker_timeout_s, checker_score
+        self.user_task: Task | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        """Start an episode of `options["task"]` (a user domain's `Task`).
+
+        Raises:
+            ConfigError: no task given.
+            SandboxError: the row's setup command failed (its output in the message).
+        """
+        task = (options or {}).get("task")
+        if task is None:
+            raise ConfigError("a user sandbox task is started with options={'task': task}")
+        self.user_task = task
+        e = task.entry
+        obs, info = super().reset(options={"task": TerminalTask(task.domain, task.seed, task.difficulty, task.question,
+                                                                 e["files"], "", (), task.answer)})
+        if e.get("setup"):
+            r = self._exec(e["setup"], timeout_s=self.checker_timeout_s, budget=False)
+            if not r.ok:
+                raise SandboxError(f"the task's setup command exited {r.exit_code}: {(r.stderr or r.stdout)[-300:]}")
+        return obs, info
+
+    def check(self) -> tuple[float, str]:
+        """The row's checker in the sandbox: (1.0 if it exits 0, else 0.0; or with
+        `checker_score` the score on its last stdout line), and its one-line verdict."""
+        r = self._exec(self.user_task.entry["checker"], timeout_s=self.checker_timeout_s, budget=False)
+        lines = r.stdout.strip().splitlines()
+        verdict = (lines or [r.stderr.strip()[-200:] or f"exit {r.exit_code}"])[-1][:300]
+        if r.timed_out:
+            return 0.0, f"the checker ran past {self.checker_timeout_s:g} s"
+        if not self.checker_score:
+            return (1.0 if r.ok else 0.0), verdict
+        try:
+            score = float(lines[-1]) if lines and r.ok else float("nan")
+        except ValueError:
+            score = float("nan")
+        if not 0.0 <= score <= 1.0:
+            return 0.0, f"the checker's last line is not a score in [0, 1]: {verdict[:100]!r}"
+        return score, verdict
+
+
+@dataclass(frozen=True, eq=False)
+class UserEpisodeDomain(UserRows, EpisodeDomain):
+    """A user's multi-turn sandbox environment: per row an instruction, files, a setup and a
+    checker command, played by the same episode loop as the terminal domains (one shell
+    command per turn, snapshot-free reset between episodes, the run's turn and token
+    budgets). The answer column holds reference commands, one per line."""
+
+    kind = "multi_turn"
+    needs_sandbox = True
+
+    @property
+    def environment(self) -> dict:
+        return {**self.sandbox_environment("the row's checker command after the episode"), "gymnasium": "UserSandboxEnv",
+                "checker_score": self.spec.verifier.checker_score}
+
+    def row_entry(self, row: TaskRow) -> dict:
+        return {"files": row.files, "setup": row.setup, "checker": row.checker, "task_id": row.id}
+
+    def messages(self, task: Task) -> list[dict]:
+        """The shell-work system prompt (the terminal family's: command format) and the instruction."""
+        return [{"role": "system", "content": task.entry.get("system") or SHELL_PROMPT},
+                {"role": "user", "content": task.question}]
+
+    def reference_completion(self, task: Task) -> str:
+        return task.answer
+
+    def make_env(self, sandbox=None, max_turns: int = 4, timeout_s: float = 10.0) -> UserSandboxEnv:
+        return UserSandboxEnv(sandbox, max_turns=max_turns, command_timeout_s=timeout_s,
+                              checker_timeout_s=self.spec.verifier.timeout_s, checker_score=self.spec.verifier.checker_score)
+
+    def reference_turns(self, task: Task) -> list[str]:
+        return self.scripted_turns(task.answer)
+
+    def wrong_turns(self, task: Task) -> list[str]:
+        return ["```bash\necho hello > greeting.txt\n```", "DONE"]
+
+    def scripted_turns(self, text: str) -> list[str]:
+        """One fenced command per non-empty line, then DONE."""
+        return [*(f"```bash\n{c}\n```" for c in str(text).splitlines() if c.strip()), "DONE"]
+
+
+
+def _declared_error(tool: UserToolSpec, text: str, exit_code: int) -> tuple[str, str]:
+    """(code, message) of a failed command: the code of its last line "CODE: message" when
+    CODE is one of the tool's declared errors, else "tool_error" with the output's tail."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if lines and ":" in lines[-1]:
+        code, message = lines[-1].split(":", 1)
+        if code.strip() in tool.errors:
+            return code.strip(), message.strip()[:1000]
+    tail = "\n".join(lines[-5:])[-1000:]
+    return "tool_error", f"the command exited {exit_code}" + (f": {tail}" if tail else "")
+
+
+def tool_implementation(tool: UserToolSpec):
+    """The `ToolRunner` implementation of a user tool: (arguments, context, timeout_s) ->
+    result text, run in the context's sandbox within the tool's own `timeout_s`.
+
+    Raises (inside the runner, which turns them into the call's error code):
+        ToolFailure: the tool failed (a declared code, or "tool_error").
+        TimeoutError: it ran past its time limit.
+    """
+
+    def run(arguments: dict, ctx: ToolContext, timeout_s: float) -> str:
+        sb = ctx.sandbox
+        if sb is None:
+            raise ToolFailure("tool_error", "this task has no sandbox")
+        stdin = json.dumps(arguments, ensure_ascii=False)
+        if tool.command is not None:
+            res = sb.exec(tool.command, timeout_s=tool.timeout_s, stdin=stdin)
+        else:
+            res = sb.exec(f"python3 -I {TOOL_DIR}/tool_runner.py {tool.name}", timeout_s=tool.timeout_s, stdin=stdin)
+        if res.timed_out:
+            raise TimeoutError(f"{tool.name} ran past {tool.timeout_s:g} s")
+        if tool.command is not None:
+            if res.exit_code != 0:
+                raise ToolFailure(*_declared_error(tool, res.stderr or res.stdout, res.exit_code))
+            return res.stdout
+        last = (res.stdout.strip().splitlines() or [""])[-1]
+        try:
+            result = json.loads(last)
+        except json.JSONDecodeError:
+            raise ToolFailure("tool_error", f"the tool gave no result (exit code {res.exit_code}: "
+                                            f"{res.stderr[-300:]!r})") from None
+        if "error" in result:
+            code, message = str(result["error"].get("code")), str(result["error"].get("message", ""))
+            if code not in tool.errors and code != "tool_error":
+                code, message = "tool_error", f"undeclared error code {code[:40]!r}: {message}"
+            raise ToolFailure(code, message)
+        return str(result.get("output", ""))
+
+    return run
+
+
+def _call_text(name: str, arguments: dict) -> str:
+    return f"{CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}{CALL_CLOSE}"
+
+
+FINISH = "When you have the answer, reply without a tool call."
+
+
+@dataclass(frozen=True, eq=False)
+class UserToolDomain(UserRows, ToolUseDomain):
+    """A user domain of tool use: the row's prompt, the user's tools (and any built-in ones
+    the definition lists) offered by contract, turn by turn in a `ToolEnv`; the final reply
+    is judged by the domain's verifier. The row's files (the `files_column`) are written
+    into the workspace first, with the tools' sources under `TOOL_DIR`."""
+
+    kind = "multi_turn"
+
+    @property
+    def needs_sandbox(self) -> bool:
+        return bool(self.spec.tools) or bool(set(self.spec.builtin_tools) & SANDBOX_TOOLS)
+
+    @property
+    def environment(self) -> dict:
+        where = "sandbox (Docker; local bubblewrap fallback)" if self.needs_sandbox else "in-process tools"
+        return {"runtime": where, "gymnasium": "ToolEnv", "call_format": "<tool_call>{json}</tool_call>",
+                "tools": [*self.spec.builtin_tools, *(t.name for t in self.spec.tools)],
+                "verifier": self.spec.verifier.kind, "extraction": self.spec.extraction,
+                "heldout_fraction": self.spec.heldout_fraction}
+
+    @functools.cached_property
+    def user_contracts(self) -> dict:
+        """name -> `ToolSpec` of the user's tools (built once: checking a schema takes time)."""
+        return {t.name: t.contract() for t in self.spec.tools}
+
+    def row_entry(self, row: TaskRow) -> dict:
+        return {"files": row.files, "reference_calls": row.calls, "task_id": row.id}
+
+    def tool_specs(self, task: Task) -> list:
+        return [*(TOOLS[n] for n in self.spec.builtin_tools), *self.user_contracts.values()]
+
+    def opening(self, task: Task) -> list[dict]:
+        """[system: the row's system prompt, then how to call tools; user: the prompt, how to
+        finish and the extraction's instruction]."""
+        system = task.entry.get("system")
+        instruction = INSTRUCTIONS[self.spec.extraction]
+        return [{"role": "system", "content": f"{system}\n\n{TOOL_SYSTEM_PROMPT}" if system else TOOL_SYSTEM_PROMPT},
+                {"role": "user", "content": f"{task.question}\n{FINISH} {instruction}".rstrip()}]
+
+    def messages(self, task: Task) -> list[dict]:
+        return tool_prompt(None, self.opening(task), self.tool_specs(task))[0]
+
+    def make_env(self, sandbox=None, max_turns: int = 4, timeout_s: float = 10.0) -> ToolEnv:
+        return ToolEnv(self, sandbox, max_turns=max_turns, timeout_s=timeout_s)
+
+    def tool_runner(self, task: Task, sandbox, timeout_s: float = 10.0, max_calls: int = 4) -> ToolRunner:
+        """A `ToolRunner` over the task's tools; the row's files and the tools' sources are
+        written into the sandbox's workspace first.
+
+        Raises:
+            SandboxError: the workspace could not be written (harness fault).
+        """
+        if sandbox is not None:
+            for path, text in task.entry.get("files", {}).items():
+                sandbox.write_file(path, text)
+            python_tools = [t for t in self.spec.tools if t.python is not None]
+            if python_tools:
+                sandbox.write_file(f"{TOOL_DIR}/tool_runner.py", TOOL_RUNNER)
+                for t in python_tools:
+                    sandbox.write_file(f"{TOOL_DIR}/{t.name}.py", t.python)
+        names = [*self.spec.builtin_tools, *(t.name for t in self.spec.tools)]
+        impls = {t.name: tool_implementation(t) for t in self.spec.tools}
+        return ToolRunner(names, ToolContext(sandbox=sandbox), timeout_s=timeout_s, max_calls=max_calls,
+                          implementations=impls, specs=self.user_contracts, in_caller=SANDBOX_TOOLS | set(impls))
+
+    def score_episode(self, task: Task, final_text: str, results: list, sandbox=None) -> tuple[float, dict]:
+        """(reward, breakdown): FORMAT_WEIGHT for an answer the extraction finds in the final
+        reply, CORRECT_WEIGHT if the verifier passes it; the call statistics beside them."""
+        answer = extract(final_text, self.spec.extraction) if isinstance(final_text, str) else None
+        stats = call_stats(results)
+        if answer is None:
+            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None, **stats}
+        ok, why = verify(self.spec.verifier, answer, task.answer, task.entry.get("pattern", ""))
+        breakdown = {"format": 1.0, "correct": float(ok), "extracted": answer[:200], **stats}
+        if why.startswith("verifier error"):
+            breakdown["verifier_error"] = why
+        return FORMAT_WEIGHT + CORRECT_WEIGHT * float(ok), breakdown
+
+    def score(self, task: Task, completion: str) -> tuple[float, dict]:
+        """Score one text as a whole episode (domains without a sandbox): its calls run,
+        then its answer is judged.
+
+        Raises:
+            ConfigError: the domain's tools run in a sandbox (play it in a `ToolEnv`).
+        """
+        if self.needs_sandbox:
+            raise ConfigError(f"{self.name} runs its tools in a sandbox; play it with a ToolEnv (or `rlwb domains try`)")
+        runner = self.tool_runner(task, None)
+        try:
+            results = runner.run_turn(completion) if isinstance(completion, str) else []
+        finally:
+            runner.close()
+        return self.score_episode(task, completion, results)
+
+    def reference_turns(self, task: Task) -> list[str]:
+        """The row's reference calls in one turn (when the data has them), then the answer."""
+        calls = "".join(_call_text(c["name"], c["arguments"]) for c in task.entry.get("reference_calls") or [])
+        return [calls, self.wrap_answer(task.answer)] if calls else [self.wrap_answer(task.answer)]
+
+    def reference_completion(self, task: Task) -> str:
+        return "\n".join(self.reference_turns(task))
+
+    def wrong_turns(self, task: Task) -> list[str]:
+        """Another row's answer (one that differs from this row's)."""
+        other = next((r.answer for r in self.rows if r.answer.strip().lower() != task.answer.strip().lower()), None)
+        return [self.wrap_answer(other if other is not None else f"{task.answer} not")]
+
+    def scripted_turns(self, text: str) -> list[str]:
+        return scripted_tool_turns(text)
