@@ -275,13 +275,15 @@ def show_new_domain(store, on_saved) -> None:
     page's cached store reads after a write."""
     st.caption("Bring your own tasks: a data file with a prompt and a reference answer per row, and a verifier "
                "picked from the list. Held-out rows (by a hash of the row id) are never trained on.")
-    rows, _ = load_rows()
+    rows, source = load_rows()
     if rows is None:
         st.info("Upload a data file or give its path to start.")
         return
     st.write(f"{len(rows)} rows; the first ones:")
     st.dataframe(pd.DataFrame(rows[:8]).astype(str), hide_index=True)
     definition = definition_form(rows)
+    if source.startswith("path:"):  # a files column's relative paths start at the data file's folder
+        definition["data"] = source[len("path:"):].strip()
     if not definition["name"]:
         st.info("Name the domain to see its prompts.")
         return

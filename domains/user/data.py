@@ -32,6 +32,7 @@ import jinja2.sandbox
 from core.errors import ConfigError
 from domains.answers import malformed
 from domains.user.spec import UserDomainSpec
+from domains.user.task_files import read_task_files
 
 MAX_DATA_BYTES = 50 * 1024 * 1024  # a data file (or datasets directory) larger than this is refused
 MAX_ROWS = 100_000
@@ -313,13 +314,16 @@ def _json_safe(value: Any, where: str) -> Any:
     return json.loads(text)
 
 
-def _row_files(spec: UserDomainSpec, row: dict, i: int) -> dict:
-    """Row i's workspace files from the `files_column` (a JSON object of path -> text)."""
+def _row_files(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None) -> dict:
+    """Row i's workspace files from the `files_column`: a JSON object of path -> text, or the
+    path of a directory or archive (`domains.user.task_files`, relative to `base_dir`)."""
     column = spec.verifier.files_column
     if not column:
         return {}
     files = row.get(column)
-    if isinstance(files, str):
+    if isinstance(files, str) and files.strip() and not files.lstrip().startswith("{"):
+        files = read_task_files(files, base_dir, f"row {i}: column '{column}'")
+    elif isinstance(files, str):
         try:
             files = json.loads(files) if files.strip() else {}
         except json.JSONDecodeError as e:
@@ -332,15 +336,15 @@ def _row_files(spec: UserDomainSpec, row: dict, i: int) -> dict:
     return files
 
 
-def _episode_fields(spec: UserDomainSpec, row: dict, i: int) -> dict:
+def _episode_fields(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None) -> dict:
     """Row i's sandbox environment: files, setup, checker."""
     v = spec.verifier
     checker = v.checker if v.checker is not None else _field_text(row, v.checker_column, i, "checker")
     setup = _field_text(row, v.setup_column, i, "setup command", required=False) if v.setup_column else ""
-    return {"files": _row_files(spec, row, i), "setup": setup, "checker": checker}
+    return {"files": _row_files(spec, row, i, base_dir), "setup": setup, "checker": checker}
 
 
-def _tool_fields(spec: UserDomainSpec, row: dict, i: int) -> dict:
+def _tool_fields(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None) -> dict:
     """Row i's tool-use fields: workspace files and reference calls (a JSON list of
     {"name", "arguments"} naming the domain's tools; arguments are checked against each
     tool's schema when the validator plays them)."""
@@ -364,11 +368,14 @@ def _tool_fields(spec: UserDomainSpec, row: dict, i: int) -> dict:
                               f"({', '.join(sorted(names))})")
         calls = [{"name": c["name"], "arguments": _json_safe(c.get("arguments", {}), f"row {i}: column '{column}'")}
                  for c in calls]
-    return {"files": _row_files(spec, row, i), "calls": calls}
+    return {"files": _row_files(spec, row, i, base_dir), "calls": calls}
 
 
-def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
+def build_rows(spec: UserDomainSpec, rows: list[dict], base_dir: Path | None = None) -> tuple[TaskRow, ...]:
     """The rows as `TaskRow`s by the spec's column mapping, every one checked.
+
+    Args:
+        base_dir: Where relative paths in a files column start (the data file's folder).
 
     Raises:
         ConfigError: naming the row (1-based) and the field: a missing or empty column, a
@@ -408,9 +415,9 @@ def build_rows(spec: UserDomainSpec, rows: list[dict]) -> tuple[TaskRow, ...]:
                 raise ConfigError(f"row {i}: column '{v.entry_point_column}' (the entry point) is "
                                   f"{extra['entry_point'][:60]!r}, not a Python function name")
         if spec.verifier.kind == "checker":
-            extra = _episode_fields(spec, row, i)
+            extra = _episode_fields(spec, row, i, base_dir)
         elif spec.uses_tools:
-            extra = _tool_fields(spec, row, i)
+            extra = _tool_fields(spec, row, i, base_dir)
         if cols.id is not None:
             row_id = _field_text(row, cols.id, i, "id")
         else:

@@ -58,12 +58,14 @@ def load_definition(path: str | Path) -> dict:
     return raw
 
 
-def prepare(definition: dict, rows: list[dict] | None = None) -> UserRows:
+def prepare(definition: dict, rows: list[dict] | None = None, base_dir: Path | None = None) -> UserRows:
     """The domain a definition describes, built and checked but not stored.
 
     Args:
         definition: `UserDomainSpec` fields plus `data` (a path) and optional `format`.
         rows: The data rows already read (the page's upload); None: read `data`.
+        base_dir: Where a files column's relative paths start (default: the folder of
+            `data`, else the working directory).
 
     Raises:
         ConfigError: a bad field, an unreadable file, a bad row (named), a built-in name.
@@ -81,7 +83,9 @@ def prepare(definition: dict, rows: list[dict] | None = None) -> UserRows:
                               "datasets directory)")
         rows = read_rows(data, fmt)
     # the user's template renders in a worker with a time limit (one may loop for ever)
-    built = in_worker(build_rows, spec, rows, what=f"checking the rows of {spec.name}")
+    if base_dir is None and data:
+        base_dir = Path(data).expanduser().resolve().parent
+    built = in_worker(build_rows, spec, rows, base_dir, what=f"checking the rows of {spec.name}")
     return build_domain(spec, built)
 
 
