@@ -193,6 +193,9 @@ class Domain(abc.ABC):
         multiple_answers: A task may have several valid answers (validation then doesn't
             treat other tasks' answers as wrong ones).
         needs_sandbox: Scoring or playing a task needs a sandbox.
+        sandbox_network: The network its sandboxes get: "none" (the default: loopback only)
+            or a tuple of hosts to allow (`sandboxes.spec.SandboxSpec.network`); a run opens
+            a pool of that network for the domain's episodes.
         version_key: What a validation report is of, beyond the name: "" for the shipped
             domains, the stored version for a user domain (a new version is not validated
             until it is validated itself; `domains.validation.current_validations`).
@@ -210,6 +213,7 @@ class Domain(abc.ABC):
     pooled: bool = False
     multiple_answers: bool = False
     needs_sandbox: bool = False
+    sandbox_network: str | tuple[str, ...] = "none"
     version_key: str = ""
 
     @property

@@ -437,7 +437,16 @@ def _validate_all(names, n_tasks, n_verify, sandbox_backend, progress) -> list[d
     reports = []
     try:
         for n in names:
-            r = validate_domain(n, n_tasks=n_tasks, n_verify=n_verify, pool=pool, sandbox_note=note)
+            network = get_domain(n).sandbox_network
+            if network != "none" and sandbox_backend:  # its own pool, with its allow-list
+                own, own_note = _open_pool(sandbox_backend, network)
+                try:
+                    r = validate_domain(n, n_tasks=n_tasks, n_verify=n_verify, pool=own, sandbox_note=own_note)
+                finally:
+                    if own is not None:
+                        own.close()
+            else:
+                r = validate_domain(n, n_tasks=n_tasks, n_verify=n_verify, pool=pool, sandbox_note=note)
             reports.append(r)
             if progress:
                 progress(r)
@@ -447,15 +456,16 @@ def _validate_all(names, n_tasks, n_verify, sandbox_backend, progress) -> list[d
     return reports
 
 
-def _open_pool(backend: str):
-    """(pool, "") or (None, why) for the sandboxed domains' verifier checks."""
+def _open_pool(backend: str, network: str | tuple[str, ...] = "none"):
+    """(pool, "") or (None, why) for the sandboxed domains' verifier checks, its sandboxes on
+    `network` ("none" or an allow-list)."""
     # on first use: it pulls in numpy, pydantic
     from sandboxes.pool import SandboxPool
     # on first use: it pulls in pydantic
     from sandboxes.spec import SandboxSpec
 
     try:
-        pool = SandboxPool(backend, SandboxSpec(memory_mb=256, episode_timeout_s=120), size=2,
+        pool = SandboxPool(backend, SandboxSpec(memory_mb=256, episode_timeout_s=120, network=network), size=2,
                            labels={"rlwb.purpose": "validation"}).start()
         return pool, ""
     except WorkbenchError as e:
@@ -489,8 +499,8 @@ def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tupl
     # on first use: it pulls in pydantic
     from sandboxes.spec import SandboxSpec
 
-    with SandboxPool(sandbox_backend, SandboxSpec(memory_mb=256, episode_timeout_s=60), size=1,
-                     labels={"rlwb.purpose": "try-verifier"}, gc_interval_s=0) as pool:
+    spec = SandboxSpec(memory_mb=256, episode_timeout_s=60, network=domain.sandbox_network)
+    with SandboxPool(sandbox_backend, spec, size=1, labels={"rlwb.purpose": "try-verifier"}, gc_interval_s=0) as pool:
         if domain.kind != "multi_turn":
             sched = Scheduler(pool)
             try:

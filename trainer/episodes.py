@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 
 from core.errors import ConfigError, SandboxError
 from sandboxes.base import Sandbox
@@ -38,10 +39,14 @@ _SENTINEL = "RLWB_TURN_SENTINEL_5f2c"
 
 @dataclass
 class SandboxRuntime:
-    """The sandboxes of one run: a warm pool and a scheduler over it."""
+    """The sandboxes of one run: a warm pool and a scheduler over it, and for domains whose
+    sandboxes get a network allow-list (`Domain.sandbox_network`) one more pool per
+    allow-list, opened on first use by `opener` (network -> started pool)."""
 
     pool: SandboxPool
     scheduler: Scheduler
+    opener: Callable[[tuple[str, ...]], SandboxPool] | None = None
+    networked: dict = field(default_factory=dict)
 
     @classmethod
     def open(cls, cfg) -> "SandboxRuntime":
@@ -51,17 +56,41 @@ class SandboxRuntime:
             SandboxUnavailable: the backend can't run here (never replaced silently).
         """
         pool = SandboxPool(cfg.sandbox_backend, sandbox_spec(cfg), size=cfg.sandbox_pool_size).start()
-        return cls(pool, Scheduler(pool))
+
+        def opener(network: tuple[str, ...]) -> SandboxPool:
+            return SandboxPool(cfg.sandbox_backend, sandbox_spec(cfg, network), size=cfg.sandbox_pool_size).start()
+
+        return cls(pool, Scheduler(pool), opener)
+
+    def pool_for(self, domain) -> SandboxPool:
+        """The pool whose sandboxes have `domain`'s network: the run's own for "none".
+
+        Raises:
+            ConfigError: the domain needs a network and this runtime can't open pools.
+            SandboxUnavailable: the backend can't give that network (the local one has none).
+        """
+        network = getattr(domain, "sandbox_network", "none")
+        if network == "none":
+            return self.pool
+        if network not in self.networked:
+            if self.opener is None:
+                raise ConfigError(f"domain {domain.name} needs sandboxes that reach {', '.join(network)}; this "
+                                  "runtime opens none")
+            self.networked[network] = self.opener(network)
+        return self.networked[network]
 
     def close(self) -> None:
         self.scheduler.close()
+        for pool in self.networked.values():
+            pool.close()
         self.pool.close()
 
 
-def sandbox_spec(cfg):
-    """The `SandboxSpec` of a run's sandboxes (memory, command and episode time limits)."""
+def sandbox_spec(cfg, network: str | tuple[str, ...] = "none"):
+    """The `SandboxSpec` of a run's sandboxes (memory, command and episode time limits), with
+    `network` ("none", or the hosts a domain's sandboxes may reach)."""
     return SandboxSpec(memory_mb=cfg.sandbox_memory_mb, command_timeout_s=cfg.command_timeout_s,
-                       episode_timeout_s=max(60.0, cfg.command_timeout_s * (cfg.max_turns + 2)))
+                       episode_timeout_s=max(60.0, cfg.command_timeout_s * (cfg.max_turns + 2)), network=network)
 
 
 def observation_ids(tokenizer, messages: list[dict], observation: str, after_eos: bool, role: str = "user",
@@ -104,6 +133,7 @@ class _Episode:
     task: Task
     env: EpisodeEnv | None = None
     sandbox: Sandbox | None = None
+    pool: SandboxPool | None = None  # where `sandbox` came from (`SandboxRuntime.pool_for`)
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
@@ -152,7 +182,8 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
                 for ep in wave:
                     domain = get_domain(ep.task.domain)
                     if domain.needs_sandbox:
-                        ep.sandbox = runtime.pool.acquire()
+                        ep.pool = runtime.pool_for(domain)
+                        ep.sandbox = ep.pool.acquire()
                     ep.env = domain.make_env(ep.sandbox, max_turns=max_turns, timeout_s=command_timeout_s)
                 list(workers.map(lambda ep: _guard(ep, lambda: ep.env.reset(options={"task": ep.task})), wave))
                 _play_wave(engine, tokenizer, wave, opening, prompt_ids, workers, max_new_tokens,
@@ -162,7 +193,7 @@ def rollout_episodes(engine, tokenizer, tasks, group_size: int, runtime: Sandbox
                     if ep.env is not None:
                         ep.env.close()
                     if ep.sandbox is not None:
-                        (runtime.pool.replace if ep.fault == "harness" else runtime.pool.release)(ep.sandbox)
+                        (ep.pool.replace if ep.fault == "harness" else ep.pool.release)(ep.sandbox)
     samples = []
     for ep in episodes:
         valid = sum(t["action"] != "invalid" for t in ep.turns)

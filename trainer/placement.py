@@ -44,10 +44,14 @@ def open_run_engine(cfg, model_path: str | Path, **kw) -> RolloutEngine:
 
 def ray_runtime(cfg) -> SandboxRuntime:
     """A `SandboxRuntime` whose pool is a `RaySandboxPool` of the run's backend, size and
-    workers, with the unchanged `sandboxes.pool.Scheduler` on top."""
-    pool = RaySandboxPool.open(cfg.sandbox_backend, sandbox_spec(cfg), cfg.sandbox_pool_size, cfg.sandbox_workers,
-                               cfg.ray_address)
-    return SandboxRuntime(pool, Scheduler(pool))
+    workers, with the unchanged `sandboxes.pool.Scheduler` on top (and one more such pool
+    per network allow-list a domain of the mix asks for)."""
+    def opener(network: str | tuple[str, ...] = "none"):
+        return RaySandboxPool.open(cfg.sandbox_backend, sandbox_spec(cfg, network), cfg.sandbox_pool_size,
+                                   cfg.sandbox_workers, cfg.ray_address)
+
+    pool = opener()
+    return SandboxRuntime(pool, Scheduler(pool), opener)
 
 
 @contextlib.contextmanager

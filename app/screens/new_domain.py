@@ -215,6 +215,11 @@ def definition_form(rows: list[dict]) -> dict:
     definition["verifier"] = _verifier_fields(columns)
     if definition["verifier"]["kind"] in ANSWER_VERIFIERS:
         _tool_fields(definition, columns)
+    if definition["verifier"]["kind"] == "checker" or definition.get("tools"):
+        hosts = st.text_input("Network allow-list (hosts or IPs, comma-separated; empty: no network)",
+                              key="nd_network", help="the only hosts this domain's sandboxes may reach")
+        if hosts.strip():
+            definition["network"] = [h.strip() for h in hosts.split(",") if h.strip()]
     c = st.columns(2)
     definition["extraction"] = c[0].selectbox("Answer extraction", EXTRACTIONS, key="nd_extraction",
                                               help="where the answer is in the model's reply")

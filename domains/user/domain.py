@@ -78,6 +78,11 @@ class UserRows:
         return self.spec.name
 
     @property
+    def sandbox_network(self) -> str | tuple[str, ...]:
+        """The definition's network allow-list as the sandboxes take it ("none" without one)."""
+        return tuple(self.spec.network) if self.spec.network else "none"
+
+    @property
     def version_key(self) -> str:
         return f"v{self.version}"
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core.errors import ConfigError
 from domains.tools.contract import ToolSpec
+from sandboxes.spec import SandboxSpec
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{1,47}$"  # a registry name: lower-case letters, digits, "_"
 EXTRACTIONS = ("answer_line", "tags", "boxed", "last_number", "whole")
@@ -231,6 +232,9 @@ class UserDomainSpec(BaseModel):
             final reply (a turn without a call) is judged by the verifier. The answer
             verifiers only (not code_tests, python or checker).
         builtin_tools: Workbench tools offered too (`BUILTIN_TOOLS`).
+        network: Sandbox environments and tools only: host names or IPs the task's sandbox
+            may reach (an allow-list, `sandboxes.spec.SandboxSpec.network`); None: no
+            network (loopback only).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -244,6 +248,7 @@ class UserDomainSpec(BaseModel):
     tools: list[UserToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
     builtin_tools: list[Literal["calculator", "python", "shell", "read_file", "write_file", "list_dir"]] = \
         Field(default_factory=list)
+    network: list[str] | None = Field(None, min_length=1, max_length=32)
 
     @model_validator(mode="after")
     def _tools_fit(self) -> "UserDomainSpec":
@@ -256,6 +261,14 @@ class UserDomainSpec(BaseModel):
         if names and self.verifier.kind in ("code_tests", "python", "checker"):
             raise ValueError(f"tools go with the answer verifiers (exact, numeric, math, choice, regex, json), "
                              f"not {self.verifier.kind!r}")
+        if self.network is not None:
+            if self.verifier.kind != "checker" and not self.tools:
+                raise ValueError("network is for sandbox environments (the checker verifier) and domains with your "
+                                 "own tools; other verifiers run without network")
+            try:
+                SandboxSpec(network=tuple(self.network))  # a host list the sandboxes accept
+            except ValidationError as e:
+                raise ValueError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
         return self
 
     @property
