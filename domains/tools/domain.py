@@ -49,7 +49,8 @@ from domains.contract import check_difficulty, Task, ToolUseDomain
 from domains.long_docs.domain import judge_stored_answer
 from domains.long_docs.financial import make_report_task
 from domains.tools.contract import CALL_CLOSE, CALL_OPEN, scripted_tool_turns
-from domains.tools.env import call_stats, observation_text, tool_prompt, TOOL_SYSTEM_PROMPT, ToolEnv
+from domains.tools.env import (call_stats, observation_text, score_as_one_turn, tool_prompt, TOOL_SYSTEM_PROMPT,
+                              ToolEnv)
 from domains.tools.toolbox import ToolContext, ToolRunner, TOOLS
 from retrieval.embeddings import Embedder
 from retrieval.pipeline import Collection, RetrievalConfig, Retriever
@@ -443,14 +444,7 @@ class ToolDomain(ToolUseDomain):
         """Score one text as a whole episode: its calls run, then its answer is judged
         (domains without a sandbox; tool_files is played in a `ToolEnv`). Never raises on
         the text."""
-        if self.needs_sandbox:
-            raise ConfigError(f"{self.name} runs in a sandbox; play it with a ToolEnv (or `rlwb domains try`)")
-        runner = self.tool_runner(task, None)
-        try:
-            results = runner.run_turn(completion) if isinstance(completion, str) else []
-        finally:
-            runner.close()
-        return self.score_episode(task, completion, results)
+        return score_as_one_turn(self, task, completion)
 
 
 

@@ -101,6 +101,24 @@ def observation_text(results) -> str:
     return "\n".join(lines)
 
 
+def score_as_one_turn(domain, task, completion) -> tuple[float, dict]:
+    """A tool domain's verdict on one text played as a whole episode in process: its calls
+    run, then its answer is judged (`score_episode`). Never raises on the text.
+
+    Raises:
+        ConfigError: the domain's tools run in a sandbox (play it in a `ToolEnv`, or
+            `rlwb domains try`).
+    """
+    if domain.needs_sandbox:
+        raise ConfigError(f"{domain.name} runs its tools in a sandbox; play it with a ToolEnv (or `rlwb domains try`)")
+    runner = domain.tool_runner(task, None)
+    try:
+        results = runner.run_turn(completion) if isinstance(completion, str) else []
+    finally:
+        runner.close()
+    return domain.score_episode(task, completion, results)
+
+
 MAX_RECORDED_ARGUMENT_CHARS = 4_000
 
 

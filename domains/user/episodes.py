@@ -29,7 +29,7 @@ from domains.terminal.env import SYSTEM_PROMPT as SHELL_PROMPT
 from domains.terminal.env import TerminalEnv
 from domains.terminal.tasks import TerminalTask
 from domains.tools.contract import CALL_CLOSE, CALL_OPEN, scripted_tool_turns
-from domains.tools.env import TOOL_SYSTEM_PROMPT, ToolEnv, call_stats, tool_prompt
+from domains.tools.env import TOOL_SYSTEM_PROMPT, ToolEnv, call_stats, score_as_one_turn, tool_prompt
 from domains.tools.toolbox import SANDBOX_TOOLS, TOOLS, ToolContext, ToolFailure, ToolRunner
 from domains.user.data import TaskRow
 from domains.user.domain import INSTRUCTIONS, UserRows
@@ -277,14 +277,7 @@ class UserToolDomain(UserRows, ToolUseDomain):
         Raises:
             ConfigError: the domain's tools run in a sandbox (play it in a `ToolEnv`).
         """
-        if self.needs_sandbox:
-            raise ConfigError(f"{self.name} runs its tools in a sandbox; play it with a ToolEnv (or `rlwb domains try`)")
-        runner = self.tool_runner(task, None)
-        try:
-            results = runner.run_turn(completion) if isinstance(completion, str) else []
-        finally:
-            runner.close()
-        return self.score_episode(task, completion, results)
+        return score_as_one_turn(self, task, completion)
 
     def reference_turns(self, task: Task) -> list[str]:
         """The row's reference calls in one turn (when the data has them), then the answer."""
