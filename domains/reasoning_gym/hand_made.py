@@ -147,15 +147,40 @@ def _whole_number_item(ds: Any, seed: int, level: int) -> dict:
     return item
 
 
+# largest_number: how many numbers, and their range, per level
+_LARGEST_LEVELS = {1: (3, 10, 99), 2: (5, 10, 999), 3: (7, -999, 999)}
+
+
+def _largest_entry(level: int, seed: int, attempt: int) -> dict:
+    """One largest_number question: `n` distinct numbers of the level's range in random
+    order, in an entry basic_arithmetic's `score_answer` scores (the answer is one integer)."""
+    n, lo, hi = _LARGEST_LEVELS[level]
+    rng = random.Random(f"largest_number {level} {seed} {attempt}")
+    numbers = rng.sample(range(lo, hi + 1), n)
+    return {"question": f"Which is the largest of these numbers: {', '.join(map(str, numbers))}?",
+            "answer": str(max(numbers)),
+            "metadata": {"source_dataset": "largest_number", "source_index": seed, "numbers": numbers,
+                         "difficulty": {"count": n, "range": [lo, hi]}}}
+
+
+def _largest_item(ds: Any, seed: int, level: int) -> dict:
+    """The largest_number item of `seed` on its side of the split, by the set of numbers (an
+    order of them held out is never trained in another order)."""
+    item = draw_on_side(seed, functools.partial(_largest_entry, level, seed),
+                        lambda it: "largest " + " ".join(map(str, sorted(it["metadata"]["numbers"]))))
+    item["metadata"]["source_index"] = seed
+    return item
+
+
 def hand_made_domains() -> dict[str, ReasoningGymDomain]:
-    """The seven hand-made domains (the first quickstart used five; today's uses
+    """The eight hand-made domains (the first quickstart used five; today's uses
     basic_arithmetic, chain_sum and products), with levels picked by hand and kept stable so measured results
     stay comparable. They ask for a one-line `Answer: ...`."""
     return {d.name: d for d in [*_arithmetic_domains(), *_text_domains()]}
 
 
 def _arithmetic_domains() -> list[ReasoningGymDomain]:
-    """basic_arithmetic, whole_number_arithmetic, chain_sum, products and gsm_symbolic."""
+    """basic_arithmetic, whole_number_arithmetic, chain_sum, products, largest_number and gsm_symbolic."""
     return [
         ReasoningGymDomain(
             name="basic_arithmetic",
@@ -208,6 +233,20 @@ def _arithmetic_domains() -> list[ReasoningGymDomain]:
             level_notes={1: "2 terms, each 2-12", 2: "2 terms, 1-2 digits", 3: "2-3 terms, 1-2 digits",
                          4: "4-5 terms, 3-4 digits", 5: "6-7 terms, 5-6 digits"},
             generate=_products_item,
+        ),
+        ReasoningGymDomain(
+            name="largest_number",
+            family="arithmetic",
+            description="Pick the largest of a few whole numbers given in random order.",
+            # the tasks are `_largest_entry`'s; the config only builds basic_arithmetic's verifier
+            levels={1: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1),
+                    2: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2),
+                    3: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=3)},
+            level_notes={1: "three two-digit numbers", 2: "five numbers of two or three digits",
+                         3: "seven numbers from -999 to 999"},
+            generate=_largest_item,
+            upstream="basic_arithmetic",
+            source=f"hand-made generator, scored by reasoning-gym {RG_VERSION} basic_arithmetic",
         ),
         ReasoningGymDomain(
             name="gsm_symbolic",
