@@ -33,7 +33,7 @@ from core.errors import ConfigError
 FINITE = {"acre": 1, "list_functions": 1, "word_ladder": 2, "humaneval": 3,
           "cad_bracket": 3, "cad_shaft": 3, "cad_table": 3, "products": 1,
           "whole_number_arithmetic": 2}
-ORDINARY = {"basic_arithmetic": 3, "chain_sum": 3}  # Random(seed) generators: seeds are checked
+ORDINARY = {"basic_arithmetic": 3, "chain_sum": 3, "largest_number": 3}  # Random(seed) generators: seeds are checked
 N_TRAIN = 10_000
 N_EVAL = 200  # held-out tasks per domain and level: more than any pool's held-out side
 
@@ -192,3 +192,25 @@ def test_whole_number_arithmetic_holds_out_facts_and_has_only_whole_results():
     assert d.score(t, f"Answer: {int(t.answer) + 1}")[1]["correct"] == 0.0
     common = max(sum(u.answer == v.answer for u in held_tasks) for v in held_tasks)
     assert common / len(held_tasks) < 0.15  # no constant answer wins
+
+
+def test_largest_number_holds_out_sets_of_numbers_and_no_constant_or_copy_wins():
+    """A held-out set of numbers is never trained in another order; the reference is the
+    largest, and neither one answer nor the first or last number of the question wins."""
+    d = registry.get_domain("largest_number")
+    key = lambda t: tuple(sorted(t.entry["metadata"]["numbers"]))  # noqa: E731
+    held_tasks = registry.heldout_tasks("largest_number", [1], 300)
+    trained = {key(d.make_task(seed, 1)) for seed in range(3000)}
+    assert len(held_tasks) == 300 and not {key(t) for t in held_tasks} & trained
+    for t in held_tasks:
+        numbers = t.entry["metadata"]["numbers"]
+        assert len(numbers) == len(set(numbers)) == 3 and t.answer == str(max(numbers))
+        assert t.question.endswith(f"{', '.join(map(str, numbers))}?")
+    t = held_tasks[0]
+    assert d.score(t, f"Answer: {t.answer}")[1]["correct"] == 1.0
+    assert d.score(t, f"Answer: {min(t.entry['metadata']['numbers'])}")[1]["correct"] == 0.0
+    common = max(sum(u.answer == v.answer for u in held_tasks) for v in held_tasks)
+    assert common / len(held_tasks) < 0.1  # the max of three leans high: "99" is right on about 7%
+    first = sum(t.entry["metadata"]["numbers"][0] == int(t.answer) for t in held_tasks) / len(held_tasks)
+    last = sum(t.entry["metadata"]["numbers"][-1] == int(t.answer) for t in held_tasks) / len(held_tasks)
+    assert 0.2 < first < 0.45 and 0.2 < last < 0.45  # the order is random: copying a position is a 1-in-3 guess
