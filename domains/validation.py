@@ -228,16 +228,24 @@ def reward_audit(scored: list[tuple[str, Task, float, dict]]) -> list[str]:
     return out
 
 
+BROKEN_TOOL_CODES = frozenset({"invalid_json", "bad_call_shape", "unknown_tool", "schema_violation",
+                               "too_many_calls", "unclosed_call", "tool_error", "timeout"})
+
+
 def failed_reference_calls(task: Task, breakdown: dict, records: list | None = None) -> list[str]:
-    """A problem when a reference episode's tool calls did not all succeed (a tool that
-    fails on the domain's own reference calls is broken, whatever the final answer scores),
-    naming the first failing call's code and what it said."""
-    if not breakdown.get("calls") or breakdown.get("ok_calls") == breakdown["calls"]:
+    """A problem when a reference episode's tool calls did not work: a contract error, a
+    crash ("tool_error") or a timeout (a tool's own declared code is the tool working as
+    declared). A tool that fails on the domain's own reference calls is broken, whatever the
+    final answer scores. Names the first failing call's tool, code and what it said."""
+    codes = breakdown.get("error_codes") or {}
+    broken = sum(n for code, n in codes.items() if code in BROKEN_TOOL_CODES)
+    if not broken:
         return []
-    failed = [c for r in records or [] for c in r.get("calls", []) if c.get("error")]
-    said = f": {failed[0]['name']} gave {failed[0]['error']} ({str(failed[0]['observation'])[:120]})" if failed else ""
-    return [f"{task.entry.get('task_id', task.seed)}: {breakdown['calls'] - breakdown.get('ok_calls', 0)} of "
-            f"{breakdown['calls']} reference tool calls failed{said}"]
+    failed = [c for r in records or [] for c in r.get("calls", []) if c.get("error") in BROKEN_TOOL_CODES]
+    said = (f": {failed[0]['name'] or 'a call'} gave {failed[0]['error']} ({str(failed[0]['observation'])[:120]})"
+            if failed else f": {', '.join(sorted(c for c in codes if c in BROKEN_TOOL_CODES))}")
+    return [f"{task.entry.get('task_id', task.seed)}: {broken} of {breakdown.get('calls', broken)} reference tool "
+            f"calls failed{said}"]
 
 
 def _check_sandbox_level(domain, tasks: list[Task], n_verify: int, pool) -> dict:

@@ -79,6 +79,21 @@ class SandboxRuntime:
             self.networked[network] = self.opener(network)
         return self.networked[network]
 
+    def open_networks(self, names: list[str]) -> "SandboxRuntime":
+        """Open now the pools of the named domains' network allow-lists, so a host that does
+        not resolve fails the run at its start, not at its first episode of that domain.
+
+        Raises:
+            SandboxUnavailable: a pool could not start (the runtime is closed).
+        """
+        try:
+            for name in names:
+                self.pool_for(get_domain(name))
+        except Exception:
+            self.close()
+            raise
+        return self
+
     def close(self) -> None:
         self.scheduler.close()
         for pool in self.networked.values():

@@ -60,9 +60,9 @@ def maybe_runtime(cfg):
     ``scheduler: ray`` its pool is spread over Ray sandbox workers (`ray_runtime`)."""
     runtime = None
     if cfg.needs_sandbox and cfg.scheduler == "ray":
-        runtime = ray_runtime(cfg)
+        runtime = ray_runtime(cfg).open_networks(cfg.domain_list)
     elif cfg.needs_sandbox:
-        runtime = SandboxRuntime.open(cfg)
+        runtime = SandboxRuntime.open(cfg).open_networks(cfg.domain_list)
     try:
         yield runtime
     finally:

@@ -263,7 +263,7 @@ def save_and_validate(store, definition: dict, rows: list[dict], on_saved) -> No
     st.success(f"Saved {name} version {version}. Validate it, then add it to a mix in the Mix editor tab.")
     if c[1].button("Validate now", key="nd_validate"):
         with st.spinner(f"Validating {name} ({VALIDATE_TASKS} tasks, a second process checks determinism)…"):
-            [report] = validate([name], n_tasks=VALIDATE_TASKS, sandbox_backend=None, cross_process=True)
+            [report] = validate([name], n_tasks=VALIDATE_TASKS, cross_process=True)  # sandboxed ones in Docker, as the Catalogue tab
             store.record_validation(report)
         on_saved()
         st.session_state["nd_validation"] = (name, report["passed"], report["reasons"])

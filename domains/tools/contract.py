@@ -82,6 +82,7 @@ class ToolSpec:
             Draft202012Validator.check_schema(self.input_schema)
         except SchemaError as e:
             raise ConfigError(f"tool {self.name}: input_schema is not valid JSON Schema: {e.message}") from None
+        _check_refs(self.input_schema, self.name)
         if self.example is not None:
             from jsonschema import ValidationError
 
@@ -89,6 +90,36 @@ class ToolSpec:
                 Draft202012Validator(self.input_schema).validate(self.example)
             except ValidationError as e:
                 raise ConfigError(f"tool {self.name}: example does not meet the input schema: {e.message}") from None
+
+
+def _refs(value: Any) -> list[str]:
+    """Every "$ref" and "$dynamicRef" value in a schema."""
+    if isinstance(value, dict):
+        own = [v for k, v in value.items() if k in ("$ref", "$dynamicRef") and isinstance(v, str)]
+        return own + [r for v in value.values() for r in _refs(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in _refs(v)]
+    return []
+
+
+def _check_refs(schema: dict, name: str) -> None:
+    """Every reference of an input schema resolves inside the schema: remote ones are never
+    fetched, so one would fail (or hang) when a call is checked, not when the tool is declared.
+
+    Raises:
+        ConfigError: naming the reference.
+    """
+    from referencing import Registry  # on first use: jsonschema's reference resolver
+    from referencing.jsonschema import DRAFT202012
+
+    resolver = Registry().with_resource("urn:rlwb:tool", DRAFT202012.create_resource(schema)).resolver("urn:rlwb:tool")
+    for ref in _refs(schema):
+        try:
+            resolver.lookup(ref)
+        except Exception:  # noqa: BLE001 - referencing raises Unresolvable, NoSuchResource (a KeyError), ...
+            raise ConfigError(f"tool {name}: input_schema's reference {ref[:120]!r} does not resolve inside the "
+                              "schema (references to other documents are not fetched; put the part under $defs)") \
+                from None
 
 
 @dataclass(frozen=True)
@@ -195,7 +226,12 @@ def check_call(call: ToolCall, tools: dict[str, ToolSpec]) -> CallError | None:
     if spec is None:
         known = ", ".join(sorted(tools)) or "none"
         return CallError("unknown_tool", f"no tool {call.name[:80]!r}; tools here: {known}", call.raw[:200], call.index)
-    problems = sorted(Draft202012Validator(spec.input_schema).iter_errors(call.arguments), key=lambda e: list(e.path))
+    try:
+        problems = sorted(Draft202012Validator(spec.input_schema).iter_errors(call.arguments),
+                          key=lambda e: [str(p) for p in e.path])
+    except Exception as e:  # noqa: BLE001 - a schema that can't be applied is the tool's fault, never a crash
+        return CallError("tool_error", f"the arguments can't be checked against {call.name}'s input schema "
+                                       f"({type(e).__name__}: {str(e)[:160]})", call.raw[:200], call.index)
     if problems:
         first = problems[0]
         where = "/".join(str(p) for p in first.path) or "arguments"

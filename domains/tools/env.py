@@ -106,11 +106,11 @@ def score_as_one_turn(domain, task, completion) -> tuple[float, dict]:
     run, then its answer is judged (`score_episode`). Never raises on the text.
 
     Raises:
-        ConfigError: the domain's tools run in a sandbox (play it in a `ToolEnv`, or
-            `rlwb domains try`).
+        ConfigError: the domain's tools run in a sandbox (play it in a `ToolEnv`).
     """
     if domain.needs_sandbox:
-        raise ConfigError(f"{domain.name} runs its tools in a sandbox; play it with a ToolEnv (or `rlwb domains try`)")
+        raise ConfigError(f"{domain.name} runs its tools in a sandbox; play it in a ToolEnv (the Domains page's "
+                          "try-the-verifier box does)")
     runner = domain.tool_runner(task, None)
     try:
         results = runner.run_turn(completion) if isinstance(completion, str) else []

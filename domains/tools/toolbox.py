@@ -197,7 +197,7 @@ def _sql(args: dict, ctx: ToolContext, timeout_s: float) -> str:
         cols = [d[0] for d in cur.description or []]
     except sqlite3.OperationalError as e:
         if "interrupted" in str(e):
-            raise TimeoutError(f"the query ran past {timeout_s:g} s") from None
+            raise TimeoutError(f"ran past {timeout_s:g} s (the query was interrupted)") from None
         code = "read_only" if "readonly" in str(e).replace(" ", "") or "query_only" in str(e) else "sql_error"
         raise ToolFailure(code, str(e)[:300]) from None
     except (sqlite3.Error, ValueError) as e:  # Warning for several statements, bad parameters
@@ -275,6 +275,9 @@ class ToolRunner:
         specs: name -> ToolSpec for names not in `TOOLS`.
         in_caller: names of tools that run in the caller's thread because they enforce the
             limit themselves (sandbox commands); default the sandbox tools of `TOOLS`.
+        check: (call, specs) -> CallError | None, how a call is checked against its tool's
+            schema; default `check_call` (user tools check in a worker with a time limit:
+            a schema's regular expression may backtrack for ever).
 
     Raises:
         ConfigError: an unknown tool name, or a bad timeout.
@@ -282,7 +285,7 @@ class ToolRunner:
 
     def __init__(self, names: list[str], context: ToolContext | None = None, timeout_s: float = 10.0,
                  max_calls: int = 4, implementations: dict | None = None, specs: dict[str, ToolSpec] | None = None,
-                 in_caller: set[str] | None = None):
+                 in_caller: set[str] | None = None, check: Callable | None = None):
         impls = {**IMPLEMENTATIONS, **(implementations or {})}
         all_specs = {**TOOLS, **(specs or {})}
         unknown = [n for n in names if n not in impls or n not in all_specs]
@@ -295,6 +298,7 @@ class ToolRunner:
         self.context = context or ToolContext()
         self.timeout_s, self.max_calls = float(timeout_s), max_calls
         self.in_caller = SANDBOX_TOOLS if in_caller is None else set(in_caller)
+        self.check = check or check_call
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tool")
 
     def close(self) -> None:
@@ -312,7 +316,7 @@ class ToolRunner:
 
     def run_call(self, call: ToolCall) -> ToolResult:
         """Check and run one call; never raises on the call's account."""
-        error = check_call(call, self.specs)
+        error = self.check(call, self.specs)
         if error is not None:
             return self._error(error, call)
         t0 = time.monotonic()
@@ -322,9 +326,10 @@ class ToolRunner:
                 text = impl(call.arguments, self.context, self.timeout_s)
             else:
                 text = self._pool.submit(impl, call.arguments, self.context, self.timeout_s).result(self.timeout_s)
-        except (concurrent.futures.TimeoutError, TimeoutError):
-            return self._error(CallError("timeout", f"{call.name} ran past {self.timeout_s:g} s and was stopped",
-                                         call.raw[:200], call.index), call, t0)
+        except (concurrent.futures.TimeoutError, TimeoutError) as e:  # a tool's own limit says so in its message
+            said = str(e) if isinstance(e, TimeoutError) and str(e) else f"ran past {self.timeout_s:g} s"
+            return self._error(CallError("timeout", f"{call.name} {said} and was stopped", call.raw[:200], call.index),
+                               call, t0)
         except ToolFailure as e:
             return self._error(CallError(e.code, str(e), call.raw[:200], call.index), call, t0)
         except Exception as e:  # noqa: BLE001 - a tool's own failure is the model's observation, not a crash

@@ -27,6 +27,7 @@ from domains.user.data import MAX_CODE_CHARS, TaskRow, checked_text
 from domains.user.domain import UserCodeDomain, UserDomain, UserRewardDomain, UserRows, data_digest
 from domains.user.episodes import UserEpisodeDomain, UserToolDomain
 from domains.user.spec import UserDomainSpec, parse_spec
+from domains.user.task_files import check_workspace_files
 from domains.user.verifiers import in_worker, normalise_text, read_number
 
 _LETTER = re.compile(r"^\W*\(?[A-Za-z]\b")
@@ -58,7 +59,7 @@ def _check_references(spec: UserDomainSpec, rows: tuple[TaskRow, ...]) -> None:
                 raise ConfigError(f"row {i}: the answer {row.answer[:60]!r} is not JSON (json verifier)") from None
 
 
-def _check_rows(rows: tuple[TaskRow, ...]) -> None:
+def _check_rows(rows: tuple[TaskRow, ...], spec: UserDomainSpec) -> None:
     """Every task row's fields have their types and are clean text (rows that did not come
     through `build_rows`: an imported export file).
 
@@ -66,6 +67,7 @@ def _check_rows(rows: tuple[TaskRow, ...]) -> None:
         ConfigError: naming the row and the field.
     """
     seen: set[str] = set()
+    tools = {*spec.builtin_tools, *(t.name for t in spec.tools)}
     for i, row in enumerate(rows, 1):
         if not isinstance(row, TaskRow):
             raise ConfigError(f"row {i}: not a task row")
@@ -82,11 +84,14 @@ def _check_rows(rows: tuple[TaskRow, ...]) -> None:
         if not isinstance(row.calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
                                                       and isinstance(c.get("arguments"), dict) for c in row.calls):
             raise ConfigError(f"row {i}: field 'calls' must be a list of {{\"name\", \"arguments\"}} objects")
+        unknown = [c["name"] for c in row.calls if c["name"] not in tools]
+        if unknown:
+            raise ConfigError(f"row {i}: field 'calls' calls {unknown[0][:40]!r}, not a tool of this domain")
         for path, text in row.files.items():
             checked_text(path, f"row {i}: a file path", limit=300)
             checked_text(text, f"row {i}: file {path[:60]!r}", limit=MAX_CODE_CHARS)
-            if path.startswith("/") or ".." in path.split("/"):
-                raise ConfigError(f"row {i}: file path {path[:60]!r} must stay inside the workspace")
+        if check_workspace_files(row.files, f"row {i}: field 'files'") != row.files:
+            raise ConfigError(f"row {i}: field 'files' has paths that are not clean (write 'a/b', not './a//b')")
         if as_int(row.level) is None or row.level < 1:
             raise ConfigError(f"row {i}: level {row.level!r} is not a whole number >= 1")
         if row.id in seen:
@@ -111,7 +116,7 @@ def build_domain(spec: UserDomainSpec | dict, rows: tuple[TaskRow, ...], version
     """
     spec = parse_spec(spec)
     if not trusted:
-        _check_rows(rows)
+        _check_rows(rows, spec)
     if spec.verifier.json_schema is not None:
         import jsonschema  # on first use: it pulls in jsonschema
 

@@ -32,7 +32,7 @@ import jinja2.sandbox
 from core.errors import ConfigError
 from domains.answers import malformed
 from domains.user.spec import UserDomainSpec
-from domains.user.task_files import read_task_files
+from domains.user.task_files import check_workspace_files, read_task_files
 
 MAX_DATA_BYTES = 50 * 1024 * 1024  # a data file (or datasets directory) larger than this is refused
 MAX_ROWS = 100_000
@@ -330,10 +330,7 @@ def _row_files(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None) -
             raise ConfigError(f"row {i}: column '{column}' (the files) is not JSON ({e.msg})") from None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in files.items()):
         raise ConfigError(f"row {i}: column '{column}' (the files) must be an object of path -> text")
-    bad = [p for p in files if not p or p.startswith("/") or ".." in p.split("/")]
-    if bad:
-        raise ConfigError(f"row {i}: file path {bad[0]!r} must stay inside the workspace (relative, no '..')")
-    return files
+    return check_workspace_files(files, f"row {i}: column '{column}'")
 
 
 def _episode_fields(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None) -> dict:
@@ -351,6 +348,9 @@ def _tool_fields(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None)
     column = spec.columns.reference_calls
     calls: Any = []
     if column:
+        if column not in row:
+            raise ConfigError(f"row {i}: no column '{column}' (the reference calls); its columns are "
+                              f"{', '.join(map(str, row))}")
         calls = row.get(column)
         if isinstance(calls, str):
             try:

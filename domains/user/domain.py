@@ -43,6 +43,13 @@ REWARD_RUNNER = (Path(__file__).with_name("reward_runner.py")).read_text(encodin
 CODE_INSTRUCTION = "Reply with your code in one ```python code block."
 
 
+def sandbox_runtime(network) -> str:
+    """The catalogue's words for where a sandboxed user domain runs, with its network."""
+    if network == "none":
+        return "sandbox (Docker; local bubblewrap fallback), no network"
+    return f"sandbox (Docker only: the local backend has no network), network allow-list {', '.join(network)}"
+
+
 def data_digest(rows: tuple[TaskRow, ...]) -> str:
     """SHA-256 (hex) of the task rows as canonical JSON: the content address of a domain's data.
     A row without reference calls is written without the field, so digests from before tool
@@ -152,7 +159,7 @@ class UserRows:
 
     def sandbox_environment(self, verifier: str) -> dict:
         """The catalogue's environment facts of a sandbox-scored user domain."""
-        return {"runtime": "sandbox (Docker; local bubblewrap fallback)", "image": "rlwb-sandbox",
+        return {"runtime": sandbox_runtime(self.sandbox_network), "image": "rlwb-sandbox",
                 "verifier": verifier, "timeout_s": self.spec.verifier.timeout_s,
                 "heldout_fraction": self.spec.heldout_fraction}
 

@@ -23,21 +23,24 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ConfigError, SandboxError
+from core.errors import ConfigError, SandboxError, SandboxTimeout
 from domains.contract import CORRECT_WEIGHT, FORMAT_WEIGHT, EpisodeDomain, Task, ToolUseDomain
 from domains.terminal.env import SYSTEM_PROMPT as SHELL_PROMPT
 from domains.terminal.env import TerminalEnv
 from domains.terminal.tasks import TerminalTask
-from domains.tools.contract import CALL_CLOSE, CALL_OPEN, scripted_tool_turns
+from domains.tools.contract import CALL_CLOSE, CALL_OPEN, CallError, ToolCall, check_call, scripted_tool_turns
 from domains.tools.env import TOOL_SYSTEM_PROMPT, ToolEnv, call_stats, score_as_one_turn, tool_prompt
 from domains.tools.toolbox import SANDBOX_TOOLS, TOOLS, ToolContext, ToolFailure, ToolRunner
 from domains.user.data import TaskRow
-from domains.user.domain import INSTRUCTIONS, UserRows
+from domains.user.domain import INSTRUCTIONS, UserRows, sandbox_runtime
 from domains.user.spec import UserToolSpec
-from domains.user.verifiers import extract, verify
+from domains.user.verifiers import extract, in_worker, verify
 
 TOOL_DIR = ".rlwb_tools"  # where a task's workspace holds the user's tool sources
 TOOL_RUNNER = (Path(__file__).with_name("tool_runner.py")).read_text(encoding="utf-8")
+RUNNER_FILE, RESULT_FILE = f"{TOOL_DIR}/_runner.py", f"{TOOL_DIR}/_result.json"  # no tool is named "_..."
+CHECK_TIMEOUT_S = 2.0  # checking a call's arguments against a user tool's schema (its patterns may backtrack)
+MAX_CALLS_PER_TURN = 4  # `ToolEnv`'s default: reference calls are played this many per turn
 
 
 class UserSandboxEnv(TerminalEnv):
@@ -158,20 +161,21 @@ def tool_implementation(tool: UserToolSpec):
         if sb is None:
             raise ToolFailure("tool_error", "this task has no sandbox")
         stdin = json.dumps(arguments, ensure_ascii=False)
-        if tool.command is not None:
-            res = sb.exec(tool.command, timeout_s=tool.timeout_s, stdin=stdin)
-        else:
-            res = sb.exec(f"python3 -I {TOOL_DIR}/tool_runner.py {tool.name}", timeout_s=tool.timeout_s, stdin=stdin)
+        command = tool.command if tool.command is not None else \
+            f"rm -f {RESULT_FILE}; python3 -I {RUNNER_FILE} {tool.name}"
+        try:
+            res = sb.exec(command, timeout_s=tool.timeout_s, stdin=stdin)
+        except SandboxTimeout as e:  # the episode's own time budget is spent
+            raise TimeoutError(f"could not run: {str(e)[:200]}") from None
         if res.timed_out:
-            raise TimeoutError(f"{tool.name} ran past {tool.timeout_s:g} s")
+            raise TimeoutError(f"ran past its limit of {tool.timeout_s:g} s")
         if tool.command is not None:
             if res.exit_code != 0:
                 raise ToolFailure(*_declared_error(tool, res.stderr or res.stdout, res.exit_code))
             return res.stdout
-        last = (res.stdout.strip().splitlines() or [""])[-1]
         try:
-            result = json.loads(last)
-        except json.JSONDecodeError:
+            result = json.loads(sb.read_file(RESULT_FILE).decode("utf-8", "replace"))
+        except (ConfigError, SandboxError, json.JSONDecodeError):
             raise ToolFailure("tool_error", f"the tool gave no result (exit code {res.exit_code}: "
                                             f"{res.stderr[-300:]!r})") from None
         if "error" in result:
@@ -182,6 +186,17 @@ def tool_implementation(tool: UserToolSpec):
         return str(result.get("output", ""))
 
     return run
+
+
+def check_in_worker(call: ToolCall, specs: dict) -> CallError | None:
+    """`check_call` in a user-code worker, at most CHECK_TIMEOUT_S: a user schema's pattern
+    that backtracks for ever costs the call (a `schema_violation`), not the trainer."""
+    try:
+        return in_worker(check_call, call, specs, what=f"checking the arguments of {call.name[:40]}",
+                         seconds=CHECK_TIMEOUT_S)
+    except ConfigError:
+        return CallError("schema_violation", f"checking the arguments against {call.name[:40]}'s schema took over "
+                         f"{CHECK_TIMEOUT_S:g} s (a pattern that backtracks?)", call.raw[:200], call.index)
 
 
 def _call_text(name: str, arguments: dict) -> str:
@@ -206,7 +221,7 @@ class UserToolDomain(UserRows, ToolUseDomain):
 
     @property
     def environment(self) -> dict:
-        where = "sandbox (Docker; local bubblewrap fallback)" if self.needs_sandbox else "in-process tools"
+        where = sandbox_runtime(self.sandbox_network) if self.needs_sandbox else "in-process tools"
         return {"runtime": where, "gymnasium": "ToolEnv", "call_format": "<tool_call>{json}</tool_call>",
                 "tools": [*self.spec.builtin_tools, *(t.name for t in self.spec.tools)],
                 "verifier": self.spec.verifier.kind, "extraction": self.spec.extraction,
@@ -218,7 +233,8 @@ class UserToolDomain(UserRows, ToolUseDomain):
         return {t.name: t.contract() for t in self.spec.tools}
 
     def row_entry(self, row: TaskRow) -> dict:
-        return {"files": row.files, "reference_calls": row.calls, "task_id": row.id}
+        return {"files": row.files, "reference_calls": [[c["name"], c["arguments"]] for c in row.calls],
+                "task_id": row.id}
 
     def tool_specs(self, task: Task) -> list:
         return [*(TOOLS[n] for n in self.spec.builtin_tools), *self.user_contracts.values()]
@@ -249,13 +265,14 @@ class UserToolDomain(UserRows, ToolUseDomain):
                 sandbox.write_file(path, text)
             python_tools = [t for t in self.spec.tools if t.python is not None]
             if python_tools:
-                sandbox.write_file(f"{TOOL_DIR}/tool_runner.py", TOOL_RUNNER)
+                sandbox.write_file(RUNNER_FILE, TOOL_RUNNER)
                 for t in python_tools:
                     sandbox.write_file(f"{TOOL_DIR}/{t.name}.py", t.python)
         names = [*self.spec.builtin_tools, *(t.name for t in self.spec.tools)]
         impls = {t.name: tool_implementation(t) for t in self.spec.tools}
         return ToolRunner(names, ToolContext(sandbox=sandbox), timeout_s=timeout_s, max_calls=max_calls,
-                          implementations=impls, specs=self.user_contracts, in_caller=SANDBOX_TOOLS | set(impls))
+                          implementations=impls, specs=self.user_contracts, in_caller=SANDBOX_TOOLS | set(impls),
+                          check=check_in_worker if self.spec.tools else None)
 
     def score_episode(self, task: Task, final_text: str, results: list, sandbox=None) -> tuple[float, dict]:
         """(reward, breakdown): FORMAT_WEIGHT for an answer the extraction finds in the final
@@ -280,9 +297,14 @@ class UserToolDomain(UserRows, ToolUseDomain):
         return score_as_one_turn(self, task, completion)
 
     def reference_turns(self, task: Task) -> list[str]:
-        """The row's reference calls in one turn (when the data has them), then the answer."""
-        calls = "".join(_call_text(c["name"], c["arguments"]) for c in task.entry.get("reference_calls") or [])
-        return [calls, self.wrap_answer(task.answer)] if calls else [self.wrap_answer(task.answer)]
+        """The row's reference calls (or, for a row without any, each tool's example), at most
+        MAX_CALLS_PER_TURN a turn, then the answer. Validation fails the domain when one of
+        them does not work (`domains.validation.failed_reference_calls`)."""
+        calls = [tuple(c) for c in task.entry.get("reference_calls") or []] or \
+            [(t.name, t.example) for t in self.spec.tools if t.example is not None]
+        turns = ["".join(_call_text(n, a) for n, a in calls[i:i + MAX_CALLS_PER_TURN])
+                 for i in range(0, len(calls), MAX_CALLS_PER_TURN)]
+        return [*turns, self.wrap_answer(task.answer)]
 
     def reference_completion(self, task: Task) -> str:
         return "\n".join(self.reference_turns(task))

@@ -15,12 +15,14 @@ Not covered: reading data files (`domains.user.data`), scoring (`domains.user.ve
 from __future__ import annotations
 
 import ast
+import ipaddress
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import ConfigError
-from domains.tools.contract import ToolSpec
+from domains.tools.contract import ERROR_CODES, ToolSpec
 from sandboxes.spec import SandboxSpec
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{1,47}$"  # a registry name: lower-case letters, digits, "_"
@@ -62,6 +64,14 @@ class ColumnMap(BaseModel):
         if (self.prompt is None) == (self.template is None):
             raise ValueError("give exactly one of 'prompt' (a column) and 'template' (a Jinja2 template)")
         return self
+
+
+_OPTION_KINDS = {"case_sensitive": ("exact", "choice", "regex"), "abs_tol": ("numeric",), "rel_tol": ("numeric",),
+                 "pattern": ("regex",), "pattern_column": ("regex",), "fields": ("json",), "json_schema": ("json",),
+                 "test_column": ("code_tests",), "entry_point_column": ("code_tests",),
+                 "prefix_column": ("code_tests",), "timeout_s": ("code_tests", "python", "checker"),
+                 "source": ("python",), "setup_column": ("checker",), "checker": ("checker",),
+                 "checker_column": ("checker",), "checker_score": ("checker",)}
 
 
 class VerifierSpec(BaseModel):
@@ -124,6 +134,16 @@ class VerifierSpec(BaseModel):
     checker_score: bool = False
 
     @model_validator(mode="after")
+    def _only_its_own_options(self) -> "VerifierSpec":
+        """An option of another verifier kind, set to something other than its default, would
+        be silently ignored: refuse it instead."""
+        for name, kinds in _OPTION_KINDS.items():
+            if self.kind not in kinds and getattr(self, name) != type(self).model_fields[name].default:
+                raise ValueError(f"'{name}' is an option of the {' / '.join(kinds)} verifier, not of "
+                                 f"{self.kind!r}; remove it or pick that verifier")
+        return self
+
+    @model_validator(mode="after")
     def _regex_has_a_pattern(self) -> "VerifierSpec":
         if self.kind == "regex" and (self.pattern is None) == (self.pattern_column is None):
             raise ValueError("a regex verifier needs exactly one of 'pattern' and 'pattern_column'")
@@ -181,9 +201,16 @@ class UserToolSpec(BaseModel):
         if (self.command is None) == (self.python is None):
             raise ValueError(f"tool {self.name}: give exactly one of 'command' (a shell command) and 'python' "
                              "(source defining run(arguments))")
-        bad = [c for c in self.errors if not isinstance(c, str) or not c.replace("_", "a").isalnum() or c != c.lower()]
+        bad = [c for c in self.errors if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", c)]
         if bad:
-            raise ValueError(f"tool {self.name}: error code {bad[0]!r} must be lower-case letters, digits and '_'")
+            raise ValueError(f"tool {self.name}: error code {bad[0]!r} must be lower-case letters, digits and '_' "
+                             "(a letter first)")
+        taken = [c for c in self.errors if c in ERROR_CODES]
+        if taken:
+            raise ValueError(f"tool {self.name}: error code {taken[0]!r} is one of the contract's own "
+                             f"({', '.join(sorted(ERROR_CODES))}); name yours differently")
+        if self.command is not None and not self.command.strip():
+            raise ValueError(f"tool {self.name}: 'command' is empty")
         if self.python is not None:
             _check_source(self.python, "run", f"tool {self.name}'s source", "run(arguments)")
         try:
@@ -199,6 +226,20 @@ class UserToolSpec(BaseModel):
             ConfigError: the schema or example is not valid JSON Schema / does not meet it.
         """
         return ToolSpec(self.name, self.description, self.input_schema, self.output, dict(self.errors), self.example)
+
+
+def _check_host(host: str) -> None:
+    """A host of a network allow-list names somewhere else: not this machine, not "any
+    address", not link-local (cloud metadata services live there), not multicast."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        raise ValueError(f"network host {host!r} is this machine; the sandbox reaches its own loopback anyway")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return  # a host name: resolved when a sandbox starts (an unknown one fails there, named)
+    if ip.is_unspecified or ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_reserved:
+        raise ValueError(f"network host {host!r} is not an address a sandbox may be let through to (unspecified, "
+                         "loopback, link-local, multicast or reserved)")
 
 
 def _check_source(source: str, function: str, what: str, signature: str) -> None:
@@ -261,10 +302,19 @@ class UserDomainSpec(BaseModel):
         if names and self.verifier.kind in ("code_tests", "python", "checker"):
             raise ValueError(f"tools go with the answer verifiers (exact, numeric, math, choice, regex, json), "
                              f"not {self.verifier.kind!r}")
+        untried = [t.name for t in self.tools if t.example is None]
+        if untried and self.columns.reference_calls is None:
+            raise ValueError(f"tool {untried[0]!r} has no example and the domain no columns.reference_calls: give "
+                             "one or the other, so validation can call the tool before anything trains")
+        if self.verifier.files_column and self.verifier.kind != "checker" and not names:
+            raise ValueError("verifier.files_column is for sandbox environments (the checker verifier) and domains "
+                             "with tools; this domain would ignore it")
         if self.network is not None:
             if self.verifier.kind != "checker" and not self.tools:
                 raise ValueError("network is for sandbox environments (the checker verifier) and domains with your "
                                  "own tools; other verifiers run without network")
+            for host in self.network:
+                _check_host(host)
             try:
                 SandboxSpec(network=tuple(self.network))  # a host list the sandboxes accept
             except ValidationError as e:

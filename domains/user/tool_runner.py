@@ -1,14 +1,15 @@
 """Runs one call of a user's Python tool inside a sandbox (never in the trainer).
 
-    python3 -I .rlwb_tools/tool_runner.py NAME < arguments.json
+    python3 -I .rlwb_tools/_runner.py NAME < arguments.json
 
 The workspace holds this file and ``.rlwb_tools/NAME.py``, the user's source, which defines
 ``run(arguments)`` returning the result (text, or anything JSON can write) and may raise
 ``ToolError(code, message)`` (the name is given to the source) for one of the tool's
-declared error codes. What the function prints is kept off the real stdout; the last line
-printed is ``{"output": text}`` or ``{"error": {"code": ..., "message": ...}}`` (any other
-exception is the code "tool_error"). Copied into the sandbox as text
-(`domains.user.tools`), so it imports nothing of the project.
+declared error codes. What the function prints is kept off the real stdout; the result is
+written to ``.rlwb_tools/_result.json``, ``{"output": text}`` or ``{"error": {"code": ...,
+"message": ...}}`` (any other exception is the code "tool_error"): a file, so a long result
+is never cut by the sandbox's output limit. Copied into the sandbox as text
+(`domains.user.episodes`), so it imports nothing of the project.
 """
 
 import contextlib
@@ -51,7 +52,9 @@ def _result(name: str, arguments: dict) -> dict:
 
 def main() -> None:
     arguments = json.loads(sys.stdin.read() or "{}")
-    print(json.dumps(_result(sys.argv[1], arguments)), flush=True)
+    result = _result(sys.argv[1], arguments)
+    with open(".rlwb_tools/_result.json", "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=False)
 
 
 if __name__ == "__main__":

@@ -83,3 +83,9 @@ def test_a_bad_network_is_refused_naming_the_field(definition, match):
 def test_the_definition_round_trips_with_its_network():
     d = prepare(_definition("10.0.0.5", 80, ["10.0.0.5", "pypi.internal"]), rows=ROWS)
     assert from_json(json.loads(json.dumps(d.to_json()))).sandbox_network == ("10.0.0.5", "pypi.internal")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "localhost", "127.0.0.1", "169.254.169.254", "224.0.0.1"])
+def test_hosts_a_sandbox_must_not_be_let_through_to_are_refused(host):
+    with pytest.raises(ConfigError, match=f"network host '{host}'"):
+        prepare(_definition(host, 1, [host]), rows=ROWS)

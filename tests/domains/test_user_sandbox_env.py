@@ -100,7 +100,8 @@ def test_validation_plays_the_environment_and_passes_it(docker_engine):
 @pytest.mark.parametrize("files,match", [
     ({"../escape.txt": "x"}, "must stay inside the workspace"),
     ({"/etc/passwd": "x"}, "must stay inside the workspace"),
-    ("not json", "is not JSON"),
+    ("{not json", "is not JSON"),
+    ("not json", "is not a JSON object of files, nor a directory or archive that exists"),
     ({"a.txt": 3}, "object of path -> text"),
 ])
 def test_files_outside_the_workspace_or_malformed_are_refused(files, match):

@@ -99,7 +99,7 @@ def test_bad_archives_are_refused_naming_the_row(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="row 5: .*'a.bin' is not UTF-8 text"):
         prepare(_one_row(tmp_path, "bin.zip"))
     (tmp_path / "corrupt.zip").write_bytes(b"PK\x03\x04 not really")
-    with pytest.raises(ConfigError, match="row 5: .*can't read the archive 'corrupt.zip'"):
+    with pytest.raises(ConfigError, match="row 5: .*can't read 'corrupt.zip'"):
         prepare(_one_row(tmp_path, "corrupt.zip"))
     with pytest.raises(ConfigError, match="row 5: .*'nowhere/t1.tgz' is not a JSON object of files, nor a directory"):
         prepare(_one_row(tmp_path, "nowhere/t1.tgz"))
@@ -110,3 +110,33 @@ def test_bad_archives_are_refused_naming_the_row(tmp_path, monkeypatch):
     _write_tar(tmp_path / "big.tar.gz", {"big.txt": "y" * 11})
     with pytest.raises(ConfigError, match="row 5: .*11 bytes of files, over the limit of 10"):
         task_files.read_task_files("big.tar.gz", tmp_path, "row 5: column 'files'")
+
+
+def test_files_a_workspace_cant_hold_are_refused_naming_the_row(tmp_path, monkeypatch):
+    _write_tar(tmp_path / "clash.tar.gz", {"a": "x", "a/b": "y"})
+    with pytest.raises(ConfigError, match="row 5: .*'a' is both a file and a folder"):
+        prepare(_one_row(tmp_path, "clash.tar.gz"))
+    _write_tar(tmp_path / "twice.tar.gz", {"ok.txt": "x", "./ok.txt": "y"})
+    with pytest.raises(ConfigError, match="row 5: .*'ok.txt' twice"):
+        prepare(_one_row(tmp_path, "twice.tar.gz"))
+    _write_tar(tmp_path / "dot.tar.gz", {".": "x"})
+    with pytest.raises(ConfigError, match="row 5: .*the workspace itself"):
+        prepare(_one_row(tmp_path, "dot.tar.gz"))
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "etc").symlink_to("/etc")
+    with pytest.raises(ConfigError, match="row 5: .*etc is a link"):
+        prepare(_one_row(tmp_path, "linked"))
+    data = tmp_path / "deflated.zip"
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a.txt", "hello " * 2000)
+    raw = bytearray(data.read_bytes())
+    raw[60:80] = b"\xff" * 20  # corrupt the compressed data
+    data.write_bytes(bytes(raw))
+    with pytest.raises(ConfigError, match="row 5: .*can't read 'deflated.zip'"):
+        prepare(_one_row(tmp_path, "deflated.zip"))
+    monkeypatch.setattr(task_files, "MAX_TASK_FILES", 3)
+    many = json.dumps({f"f{i}.txt": "x" for i in range(4)})
+    with pytest.raises(ConfigError, match="row 5: .*4 files, over the limit of 3"):  # a JSON object of files too
+        prepare(_one_row(tmp_path, many))
+    with pytest.raises(ConfigError, match="row 5: .*'a' is both a file and a folder"):
+        prepare(_one_row(tmp_path, json.dumps({"a": "x", "a/b": "y"})))

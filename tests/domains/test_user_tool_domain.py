@@ -214,3 +214,108 @@ def test_bad_reference_calls_name_the_row(calls, match):
     rows[2] = {**rows[2], "calls": calls}
     with pytest.raises(ConfigError, match=f"row 3: .*{match}"):
         prepare(DEFINITION, rows=rows)
+
+
+def test_the_validators_broken_codes_are_the_contracts_plus_crashes_and_timeouts():
+    from domains.tools.env import CONTRACT_ERRORS
+    from domains.validation import BROKEN_TOOL_CODES
+
+    assert BROKEN_TOOL_CODES == CONTRACT_ERRORS | {"tool_error", "timeout"}
+
+
+@pytest.mark.parametrize("schema,match", [
+    ({"type": "object", "$ref": "https://example.invalid/s.json"}, "does not resolve inside the schema"),
+    ({"type": "object", "properties": {"unit": {"$ref": "#/$defs/nope"}}}, "'#/\\$defs/nope' does not resolve"),
+])
+def test_a_reference_outside_the_schema_is_refused_when_the_tool_is_declared(schema, match):
+    with pytest.raises(ConfigError, match=match):
+        prepare({**DEFINITION, "tools": [_tool(input_schema=schema, example=None)]}, rows=_rows())
+
+
+def test_a_local_reference_works():
+    schema = {"type": "object", "$defs": {"item": {"type": "string", "minLength": 1}},
+              "properties": {"item": {"$ref": "#/$defs/item"}}, "required": ["item"]}
+    d = prepare({**DEFINITION, "tools": [_tool(input_schema=schema), DEFINITION["tools"][1]]}, rows=_rows())
+    assert d.user_contracts["stock"].input_schema == schema
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"tools": [_tool(errors={"timeout": "x"})]}, "one of the contract's own"),
+    ({"tools": [_tool(errors={"nötfound": "x"})]}, "error code 'nötfound'"),
+    ({"tools": [_tool(command="   ")]}, "'command' is empty"),
+    ({"tools": [_tool(example=None)], "columns": {k: v for k, v in DEFINITION["columns"].items()
+                                                  if k != "reference_calls"}}, "has no example"),
+    ({"verifier": {**DEFINITION["verifier"], "setup_column": "setup"}}, "'setup_column' is an option of the checker"),
+    ({"verifier": {**DEFINITION["verifier"], "checker": "true"}}, "'checker' is an option of the checker"),
+])
+def test_more_bad_tool_definitions(change, match):
+    with pytest.raises(ConfigError, match=match):
+        prepare({**DEFINITION, **change}, rows=_rows())
+
+
+def test_files_column_without_tools_or_checker_is_refused():
+    with pytest.raises(ConfigError, match="files_column is for sandbox environments"):
+        prepare({"name": "plain_files", "columns": {"prompt": "q", "answer": "a"}, "verifier": {"files_column": "f"}},
+                rows=[{"q": f"q{i}", "a": str(i), "f": "{}"} for i in range(20)])
+
+
+def test_a_schema_pattern_that_backtracks_costs_the_call_not_the_trainer(pool):
+    schema = {"type": "object", "properties": {"item": {"type": "string", "pattern": "^([a-z]+)+$"}},
+              "required": ["item"]}
+    d = prepare({**DEFINITION, "tools": [_tool(input_schema=schema), DEFINITION["tools"][1]]}, rows=_rows())
+    task = d.make_task(0)
+    with pool.lease() as sb:
+        _, b, records = play_turns(d, task, [_call("stock", "a" * 40 + "!"), d.wrap_answer(task.answer)], sb)
+    [call] = records[0]["calls"]
+    assert call["error"] == "schema_violation" and "took over 2 s" in call["observation"], call
+
+
+def test_many_reference_calls_are_played_four_a_turn_and_long_results_are_cut_not_lost(pool):
+    source = PRICE_SOURCE.replace('if item not in PRICES:', 'if item == "long":\n        return "z" * 70000\n'
+                                                            '    if item not in PRICES:')
+    tools = [DEFINITION["tools"][0], {**DEFINITION["tools"][1], "python": source},
+        {**DEFINITION["tools"][1], "name": "tool_runner", "example": {"item": "gear"}}]  # a name the runner once had
+    rows = [{**r, "calls": json.dumps(json.loads(r["calls"]) * 3)} for r in _rows()]  # 6 calls a row
+    d = prepare({**DEFINITION, "tools": tools}, rows=rows)
+    task = d.make_task(0)
+    turns = d.reference_turns(task)
+    assert len(turns) == 3 and turns[0].count("<tool_call>") == 4 and turns[1].count("<tool_call>") == 2
+    with pool.lease() as sb:
+        reward, b, _ = play_turns(d, task, turns, sb)
+        assert reward == 1.0 and b["ok_calls"] == 6, b
+        _, _, records = play_turns(d, task, [_call("unit_price", "long") + _call("tool_runner", "nut"), "Answer: 1"],
+                                   sb)
+    long, runner = records[0]["calls"]
+    assert long["error"] is None and "z" * 3000 in str(long["observation"])  # cut for the model, not lost
+    assert runner["error"] is None and "price_eur" in runner["observation"]
+
+
+def test_without_reference_calls_validation_calls_each_tools_example(docker_engine):
+    definition = {**DEFINITION, "name": "stock_examples",
+                  "columns": {k: v for k, v in DEFINITION["columns"].items() if k != "reference_calls"},
+                  "tools": [DEFINITION["tools"][0], {**DEFINITION["tools"][1], "example": {"item": "nut"}}]}
+    d = prepare(definition, rows=_rows())
+    assert d.reference_turns(d.make_task(0))[0].count("<tool_call>") == 2
+    broken = {**definition, "name": "stock_examples_broken",
+              "tools": [definition["tools"][0], {**definition["tools"][1], "python": "def run(a):\n    1 / 0\n"}]}
+    for defn in (definition, broken):
+        registry.register(prepare(defn, rows=_rows()))
+    try:
+        good, bad = validate(["stock_examples", "stock_examples_broken"], n_tasks=20, n_verify=2,
+                             sandbox_backend="docker", cross_process=False)
+    finally:
+        registry.unregister("stock_examples")
+        registry.unregister("stock_examples_broken")
+    assert good["passed"], good["reasons"]
+    assert not bad["passed"] and any("unit_price gave tool_error" in r for r in bad["reasons"]), bad["reasons"]
+
+
+def test_imported_rows_may_only_call_the_domains_tools():
+    from domains.user.build import build_domain
+    from domains.user.data import TaskRow
+
+    d = prepare(DEFINITION, rows=_rows())
+    rows = list(d.rows)
+    rows[1] = TaskRow(**{**rows[1].__dict__, "calls": [{"name": "drill", "arguments": {}}]})
+    with pytest.raises(ConfigError, match="row 2: field 'calls' calls 'drill'"):
+        build_domain(d.spec, tuple(rows))
