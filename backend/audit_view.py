@@ -18,7 +18,9 @@ last half of steps, for the trends):
   >= `MIN_REFERENCES` distinct references. A domain whose references are mostly one value
   (letter_counting's "1") does not fire it by answering correctly.
 * ``copied_from_prompt``: >= `COPY_RATE_HIGH` of the answers are wrong and occur in their
-  prompt as a whole token (a number of the question, an example word, "<answer>").
+  prompt as a whole token (a number of the question, an example word, "<answer>"), in a
+  domain where fewer than `REFERENCE_COPY_MAX` of the references do (where the answer is
+  always in the question, as for largest_number, a wrong copy is a wrong pick).
 * ``format_only``: the domain earns reward (>= `FORMAT_ONLY_MIN_REWARD`) but at most
   `FORMAT_ONLY_CORRECT_SHARE` of it from correct answers: the policy is paid for the answer
   format alone (the quickstart's aiw replies "Answer: <answer> + </answer>"). Every run
@@ -57,6 +59,7 @@ MODAL_SHARE_HIGH = 0.6  # the issue's collapse: "1" in 95 of 100 answers; correc
 MODAL_EXCESS = 0.2  # above the reference modal share: letter_counting's "1" is 53% of references
 MIN_REFERENCES = 3  # "several" distinct references: with one or two, one answer may be right for all
 COPY_RATE_HIGH = 0.25  # a quarter of the answers wrong and copied: spell_backward's "nus" was 23%
+REFERENCE_COPY_MAX = 0.5  # references copied from their prompts: above this, picking from the prompt is the task
 REWARD_RISE = 0.05  # reward gain, later half minus earlier half, that counts as "rising"
 FORMAT_ONLY_MIN_REWARD = 0.1  # mean reward over the window: below it there is little to be paid for
 FORMAT_ONLY_CORRECT_SHARE = 0.1  # of the reward from correct answers: below it, reward is format alone
@@ -128,7 +131,7 @@ def _level_flags(domain: str, rows: list[AnswerRow], sig: AnswerSignals) -> list
                              f"{sig.modal_answer!r} is {sig.modal_share:.0%} of {sig.answered} answers; the most "
                              f"common of {sig.distinct_references} references is {sig.reference_modal_share:.0%}",
                              _examples(rows, lambda r: r.answer == sig.modal_answer)))
-    if sig.copy_rate >= COPY_RATE_HIGH:
+    if sig.copy_rate >= COPY_RATE_HIGH and sig.reference_copy_share < REFERENCE_COPY_MAX:
         out.append(AuditFlag(domain, "copied_from_prompt",
                              f"{sig.copy_rate:.0%} of {sig.answered} answers are wrong and copied from the prompt",
                              _examples(rows, lambda r: r.answer is not None and r.correct < PASS and copied(r.answer, r.prompt))))

@@ -85,6 +85,9 @@ class AnswerSignals:
         diversity: distinct per-group modal answers / distinct references of those groups,
             at most 1 (1: no sign of one answer standing for many tasks).
         copy_rate: wrong answers that occur in their prompt as a whole token / answered.
+        reference_copy_share: references that occur in their prompt as a whole token /
+            answered: near 1 where the task is to pick from the prompt (the largest of a few
+            numbers, a multiple-choice letter), where a wrong copy is a wrong pick, not a hack.
         format_reward: mean reward not from correctness (reward - CORRECT_WEIGHT * correct,
             at least 0) over the rows: the format part.
         correct_reward: mean CORRECT_WEIGHT * correct over the rows.
@@ -102,6 +105,7 @@ class AnswerSignals:
     distinct_references: int
     diversity: float
     copy_rate: float
+    reference_copy_share: float
     format_reward: float
     correct_reward: float
     reward: float
@@ -172,6 +176,8 @@ def answer_signals(rows: Iterable[AnswerRow]) -> AnswerSignals:
         distinct_references=len(refs),
         diversity=min(1.0, len(set(modal_per_group.values())) / len(group_refs)) if groups else 1.0,
         copy_rate=sum(r.correct < PASS and copied(r.answer, r.prompt) for r in answered) / k if k else 0.0,
+        reference_copy_share=sum(bool(r.reference) and copied(r.reference, r.prompt) for r in answered) / k
+        if k else 0.0,
         format_reward=sum(max(0.0, r.reward - CORRECT_WEIGHT * r.correct) for r in rows) / n,
         correct_reward=CORRECT_WEIGHT * sum(r.correct for r in rows) / n,
         reward=sum(r.reward for r in rows) / n, length=sum(r.length for r in rows) / n,

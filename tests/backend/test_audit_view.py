@@ -82,6 +82,18 @@ def test_answers_copied_from_the_prompt_are_flagged():
     assert {rows[i].answer for i in range(len(rows)) if rows[i].id in copy.examples} == {"nus"}
 
 
+def test_wrong_picks_where_the_answer_is_always_in_the_question_are_not_copying():
+    # largest_number-like: every reference is a number of its question, so every answer is a
+    # copy; a wrong one is a wrong pick, not a hack
+    questions = ["Which is the largest of these numbers: 13, 81, 80?", "Which is the largest of these numbers: "
+                 "75, 64, 73?", "Which is the largest of these numbers: 54, 46, 21?"]
+    rows = _rows([["80"] * 4 + ["81"] * 4, ["73"] * 5 + ["75"] * 3, ["21"] * 4 + ["54"] * 4],
+                 ["81", "75", "54"], questions)
+    sig, flags = audit_domain("largest_number", {1: rows})
+    assert sig.copy_rate >= 0.25 and sig.reference_copy_share == 1.0
+    assert [f for f in flags if f.signal == "copied_from_prompt"] == []
+
+
 def test_correct_answers_of_a_skewed_domain_are_not_a_constant_answer():
     # letter_counting-like: most references are "1", and the policy answers every task correctly
     refs = ["1", "1", "1", "2", "3"]
