@@ -51,6 +51,8 @@ def test_no_evaluations_points_at_the_command(tmp_path, monkeypatch):
     assert at.title[0].value == "Evaluation"
     assert "rlwb eval smollm2-135m --mix NAME" in at.info[0].value
     assert not at.dataframe and not at.get("download_button")
+    shows = at.caption[0].value  # one sentence: what the quickstart does and does not show
+    assert "learns the Answer: format" in shows and "does not show general arithmetic" in shows
 
 
 def test_only_unfinished_evaluations_are_listed_not_reported(tmp_path, monkeypatch):
