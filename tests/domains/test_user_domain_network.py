@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import pytest
 
 from core.errors import ConfigError
-from domains import registry
 from domains.user.build import from_json
 from domains.user.library import prepare
-from domains.validation import play_turns, validate
+from tests.domains.user_domains_helpers import validate_unsaved
+from domains.validation import play_turns
 from sandboxes import egress
 from tests.sandboxes.test_egress import _gateway, server  # noqa: F401 - a fixture
 from trainer.episodes import SandboxRuntime
@@ -60,12 +60,7 @@ def test_the_allow_list_reaches_its_host_and_only_with_it(docker_engine, server)
 def test_validation_gives_the_domain_its_network(docker_engine, server):  # noqa: F811
     egress.ensure_network(docker_engine)
     host = _gateway(docker_engine, egress.NETWORK)
-    registry.register(prepare(_definition(host, server, [host], "reach_server_valid"), rows=ROWS))
-    try:
-        [report] = validate(["reach_server_valid"], n_tasks=20, n_verify=2, sandbox_backend="docker",
-                            cross_process=False)
-    finally:
-        registry.unregister("reach_server_valid")
+    [report] = validate_unsaved([_definition(host, server, [host], "reach_server_valid")], ROWS, n_verify=2)
     assert report["passed"], report["reasons"]
 
 

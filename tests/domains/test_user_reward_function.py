@@ -6,9 +6,8 @@ or looks for the host's files scores 0 with the reason, and bad source is refuse
 import pytest
 
 from core.errors import ConfigError
-from domains import registry
 from domains.user.library import prepare
-from domains.validation import validate
+from tests.domains.user_domains_helpers import validate_unsaved
 from sandboxes.pool import SandboxPool, Scheduler
 from sandboxes.spec import SandboxSpec
 
@@ -42,14 +41,8 @@ def pool(docker_engine):
 
 
 def test_the_audit_flags_a_hackable_reward_and_passes_a_sound_one(docker_engine):
-    for name, source in (("sound_reward", SOUND), ("hackable_reward", HACKABLE)):
-        registry.register(prepare(_definition(name, source), rows=ROWS))
-    try:
-        sound, hackable = validate(["sound_reward", "hackable_reward"], n_tasks=20, n_verify=4,
-                                   sandbox_backend="docker", cross_process=False)
-    finally:
-        registry.unregister("sound_reward")
-        registry.unregister("hackable_reward")
+    sound, hackable = validate_unsaved([_definition("sound_reward", SOUND), _definition("hackable_reward", HACKABLE)],
+                                       ROWS)
     assert sound["passed"], sound["reasons"]
     assert not hackable["passed"]
     reasons = " ".join(hackable["reasons"])

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from core.errors import ConfigError
-from domains import registry
 from domains.contract import EpisodeDomain
 from domains.user.library import prepare
-from domains.validation import play_turns, validate
+from tests.domains.user_domains_helpers import validate_unsaved
+from domains.validation import play_turns
 from sandboxes.pool import SandboxPool
 from sandboxes.spec import SandboxSpec
 
@@ -88,12 +88,7 @@ def test_a_scored_checker_gives_partial_credit(pool):
 
 
 def test_validation_plays_the_environment_and_passes_it(docker_engine):
-    registry.register(prepare(DEFINITION, rows=_rows()))
-    try:
-        [report] = validate(["my_shell_tasks"], n_tasks=20, n_verify=4, sandbox_backend="docker",
-                            cross_process=True)
-    finally:
-        registry.unregister("my_shell_tasks")
+    [report] = validate_unsaved([DEFINITION], _rows(), cross_process=True)
     assert report["passed"], report["reasons"]
 
 

@@ -10,11 +10,11 @@ import json
 import pytest
 
 from core.errors import ConfigError
-from domains import registry
 from domains.contract import ToolUseDomain
 from domains.user.domain import data_digest
 from domains.user.library import prepare
-from domains.validation import play_turns, validate
+from tests.domains.user_domains_helpers import validate_unsaved
+from domains.validation import play_turns
 from sandboxes.pool import SandboxPool
 from sandboxes.spec import SandboxSpec
 
@@ -131,11 +131,7 @@ def test_each_failure_reaches_the_model_as_its_error_code(pool, turn, code):
 
 
 def test_validation_plays_the_reference_calls_and_passes(docker_engine):
-    registry.register(prepare(DEFINITION, rows=_rows()))
-    try:
-        [report] = validate(["stock_value"], n_tasks=20, n_verify=4, sandbox_backend="docker", cross_process=True)
-    finally:
-        registry.unregister("stock_value")
+    [report] = validate_unsaved([DEFINITION], _rows(), cross_process=True)
     assert report["passed"], report["reasons"]
 
 
@@ -143,12 +139,7 @@ def test_a_tool_that_fails_on_every_row_fails_validation(docker_engine):
     broken = json.loads(json.dumps(DEFINITION))
     broken["name"] = "stock_value_broken"
     broken["tools"][0]["command"] = "exit 1"
-    registry.register(prepare(broken, rows=_rows()))
-    try:
-        [report] = validate(["stock_value_broken"], n_tasks=20, n_verify=4, sandbox_backend="docker",
-                            cross_process=True)
-    finally:
-        registry.unregister("stock_value_broken")
+    [report] = validate_unsaved([broken], _rows(), cross_process=True)
     assert not report["passed"]
     assert any("tool" in r for r in report["reasons"]), report["reasons"]
 
@@ -298,14 +289,7 @@ def test_without_reference_calls_validation_calls_each_tools_example(docker_engi
     assert d.reference_turns(d.make_task(0))[0].count("<tool_call>") == 2
     broken = {**definition, "name": "stock_examples_broken",
               "tools": [definition["tools"][0], {**definition["tools"][1], "python": "def run(a):\n    1 / 0\n"}]}
-    for defn in (definition, broken):
-        registry.register(prepare(defn, rows=_rows()))
-    try:
-        good, bad = validate(["stock_examples", "stock_examples_broken"], n_tasks=20, n_verify=2,
-                             sandbox_backend="docker", cross_process=False)
-    finally:
-        registry.unregister("stock_examples")
-        registry.unregister("stock_examples_broken")
+    good, bad = validate_unsaved([definition, broken], _rows(), n_verify=2)
     assert good["passed"], good["reasons"]
     assert not bad["passed"] and any("unit_price gave tool_error" in r for r in bad["reasons"]), bad["reasons"]
 
