@@ -16,6 +16,10 @@ from domains.validation import current_validations
 from backend.system import system_status
 
 RECENT = 8
+WHAT_IT_DOES = ("Post-train a language model with reinforcement learning on tasks whose answers are checked "
+                "automatically: pick or bring **domains** (Domains), **launch** a GRPO-family run (Launch), watch it "
+                "learn per domain (Runs), read every sample (Trajectories) and compare the base model with the "
+                "trained one against honest baselines (Evaluation).")
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -25,13 +29,16 @@ def load_system() -> list[dict]:
 
 @st.cache_data(ttl=30, show_spinner=False)
 def load_coverage(path: str) -> pd.DataFrame:
-    """Domains per family: how many, how many passed their latest validation, task kinds."""
+    """Domains per family: how many, how many passed or failed their latest validation and
+    how many were never validated here, task kinds."""
     validations = current_validations(get_store(path))
     rows = {}
     for name, domain in registry().items():
-        row = rows.setdefault(domain.family, {"family": domain.family, "domains": 0, "validated": 0, "kinds": set()})
+        row = rows.setdefault(domain.family, {"family": domain.family, "domains": 0, "passed": 0, "failed": 0,
+                                              "not validated yet": 0, "kinds": set()})
         row["domains"] += 1
-        row["validated"] += int(bool(validations.get(name, {}).get("passed")))
+        report = validations.get(name)
+        row["not validated yet" if report is None else "passed" if report.get("passed") else "failed"] += 1
         row["kinds"].add(domain.kind)
     frame = pd.DataFrame([{**r, "kinds": ", ".join(sorted(r["kinds"]))} for r in rows.values()])
     return frame.sort_values(["domains", "family"], ascending=[False, True]).reset_index(drop=True)
@@ -60,10 +67,15 @@ def show_runs(path: str) -> None:
 def show_coverage(path: str) -> None:
     st.subheader("Domain coverage")
     frame = load_coverage(path)
-    cols = st.columns(3)
+    cols = st.columns(4)
     cols[0].metric("Domains", int(frame["domains"].sum()))
     cols[1].metric("Families", len(frame))
-    cols[2].metric("Passed validation", int(frame["validated"].sum()))
+    cols[2].metric("Passed validation", int(frame["passed"].sum()))
+    cols[3].metric("Not validated yet", int(frame["not validated yet"].sum()))
+    if not frame["passed"].sum() and not frame["failed"].sum():
+        st.caption("No domain has been validated on this machine yet; that is not a failure. Validation checks "
+                   "a domain's tasks and verifier before it may join a mix: the Domains page, or "
+                   "`rlwb domains validate --all` (about 12 minutes).")
     st.dataframe(frame, hide_index=True, key="home_coverage")
 
 
@@ -82,6 +94,7 @@ def show_system(path: str) -> None:
 
 def render() -> None:
     st.title("RL Workbench")
+    st.markdown(WHAT_IT_DOES)
     path = db_path()
     left, right = st.columns([3, 2])
     with left:

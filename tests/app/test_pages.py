@@ -39,6 +39,15 @@ def test_empty_db_is_friendly(tmp_path, monkeypatch, page):
     assert "rlwb run configs/quickstart.yaml" in at.info[0].value
 
 
+def test_home_says_what_the_product_does_and_that_nothing_was_validated_yet(tmp_path, monkeypatch):
+    at = _app(tmp_path / "empty.db", monkeypatch, "screens/home.py")
+    texts = _texts(at)
+    assert "Post-train a language model with reinforcement learning" in texts
+    assert "Passed validation 0" in texts and "not a failure" in texts  # a fresh install, not a red flag
+    coverage = next(d.value for d in at.dataframe if "not validated yet" in d.value.columns)
+    assert (coverage["not validated yet"] == coverage["domains"]).all() and coverage["failed"].sum() == 0
+
+
 def test_runs_page_shows_selected_run(filled_db, monkeypatch):
     at = _app(filled_db, monkeypatch)
     assert at.title[0].value == "Runs"
