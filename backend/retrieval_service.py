@@ -280,18 +280,20 @@ def hits_frame(hits: list[dict], in_context: set[str]) -> pd.DataFrame:
 
 
 def ranking_frame(ranked: list[dict], in_context: set[str]) -> pd.DataFrame:
-    """Fine ranking as a table (best first), marking those in the context."""
+    """Fine ranking as a table (best first, ranks from 1), marking those in the context."""
     return pd.DataFrame([{"rank": i, "chunk": h["chunk_id"], "in_context": h["chunk_id"] in in_context,
-                          "fine": h["fine"], "best_sentence": h["best_sentence"]} for i, h in enumerate(ranked)],
+                          "fine": h["fine"], "best_sentence": h["best_sentence"]} for i, h in enumerate(ranked, 1)],
                         columns=["rank", "chunk", "in_context", "fine", "best_sentence"])
 
 
 def fragments_frame(fragments: list[dict]) -> pd.DataFrame:
     """Fragments of a context or of a stored trajectory's retrieval record, in context order:
-    rank, section, start token, depth (0..1), the scores and the best sentence."""
+    rank (from 1, as people count; stored from 0), section, start token, depth (0..1), the
+    scores and the best sentence."""
     cols = ["rank", "chunk_id", "section", "start_token", "n_tokens", "depth", "dense", "bm25", "fused", "fine",
             "best_sentence"]
-    return pd.DataFrame([{c: f.get(c) for c in cols} for f in fragments], columns=cols)
+    return pd.DataFrame([{**{c: f.get(c) for c in cols}, "rank": f["rank"] + 1 if isinstance(f.get("rank"), int)
+                          else f.get("rank")} for f in fragments], columns=cols)
 
 
 # ---------------------------------------------------------------- asking the policy

@@ -19,6 +19,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
+from domains.registry import registry
+
 from app.common import db_path, get_store
 from backend import retrieval_service as rs
 from core.errors import ConfigError, DocumentError, ModelNotFound, WorkbenchError
@@ -145,14 +147,23 @@ def task_source() -> tuple[object, dict[str, str]] | None:
     return task, documents
 
 
+def size_kib(documents: dict[str, str]) -> float:
+    return sum(len(t.encode("utf-8", "replace")) for t in documents.values()) / 1024
+
+
+def estimate(documents: dict[str, str]) -> int:
+    """About how many chunks the documents make (before they are tokenized)."""
+    return max(1, int(size_kib(documents) * 1024) // BYTES_PER_TOKEN // (CFG.chunk_tokens - CFG.overlap_tokens))
+
+
 def built(documents: dict[str, str], tokenizer):
     """The collection of `documents` (built on a click, then from the cache), or None."""
     key = rs.collection_key(documents, tokenizer, CFG.chunk_tokens, CFG.overlap_tokens)
+    note = st.empty()  # the estimate before the build, replaced by what was built
     if st.session_state.get("ret_built") != key:
-        size = sum(len(t.encode("utf-8", "replace")) for t in documents.values())
-        chunks = max(1, size // BYTES_PER_TOKEN // (CFG.chunk_tokens - CFG.overlap_tokens))
-        st.caption(f"{len(documents)} document(s), {size / 1024:,.1f} KiB, not indexed yet: about {chunks:,} "
-                   f"chunks, ~{max(1, chunks // CHUNKS_PER_S):,} s to embed on this CPU.")
+        note.caption(f"{len(documents)} document(s), {size_kib(documents):,.1f} KiB, not indexed yet: about "
+                     f"{estimate(documents):,} chunks, ~{max(1, estimate(documents) // CHUNKS_PER_S):,} s to embed on "
+                     "this CPU.")
         if not st.button("Build collection", key="ret_build", type="primary"):
             return None
     try:
@@ -161,6 +172,7 @@ def built(documents: dict[str, str], tokenizer):
     except WorkbenchError as e:
         st.error(str(e))
         return None
+    note.caption(f"{len(documents)} document(s), {size_kib(documents):,.1f} KiB: indexed as {len(col.chunks):,} chunks.")
     st.session_state["ret_built"] = key
     save_form(col)
     return col
@@ -383,6 +395,11 @@ def show_sweeps(path: str) -> None:
 
 def render() -> None:
     st.title("Retrieval")
+    users = sorted(n for n, d in registry().items() if d.kind == "retrieval" or n == "tool_docs")
+    st.caption("Long documents don't fit a small model's context: retrieval cuts them into chunks, finds the "
+               "candidates (FAISS dense search + BM25), ranks them finely, and puts only the relevant fragments "
+               "with a global summary in the prompt. Try it on your own text here; the long-document domains use it "
+               f"in every run ({', '.join(users)}).")
     path = db_path()
     explore_tab, sweep_tab = st.tabs(["Collection and question", "Context-length sweeps"])
     with explore_tab:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import plotly.express as px
 import streamlit as st
 
+from domains.registry import registry
+
 from app.common import db_path, get_store
 from backend import views
 from sandboxes import backend_status, engine_containers
@@ -53,8 +55,25 @@ def show_backends(status: dict) -> None:
                  "`sandbox_backend: local` (weaker isolation), which is never chosen for you.")
 
 
+@st.cache_data(ttl=60, show_spinner=False)
+def sandboxed_domains() -> dict[str, list[str]]:
+    """family -> the names of its domains that need a sandbox (user domains too)."""
+    out: dict[str, list[str]] = {}
+    for name, domain in registry().items():
+        if domain.needs_sandbox:
+            out.setdefault(domain.family, []).append(name)
+    return out
+
+
 def render() -> None:
     st.title("Sandboxes")
+    families = sandboxed_domains()
+    st.caption("Sandboxes are where a model's code, shell commands and tool calls run, isolated from this machine "
+               "(Docker containers: file read and write, resource limits, time limits, no network unless a domain "
+               "lists hosts): a run keeps a warm pool of them, and their results become rewards. Domains that use "
+               "them: " + "; ".join(f"{family} ({len(names)}: {', '.join(sorted(names)[:4])}"
+                                    f"{', ...' if len(names) > 4 else ''})" for family, names in sorted(families.items()))
+               + ".")
     show_backends(load_status())
 
     path = db_path()

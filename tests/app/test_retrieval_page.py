@@ -71,6 +71,7 @@ def _frame(at: AppTest, key: str):
 def test_renders_on_an_empty_store_and_says_which_tokenizer(env, monkeypatch):
     at = _open(env, monkeypatch)
     assert at.title[0].value == "Retrieval"
+    assert "financial_report" in at.caption[0].value and "FAISS" in at.caption[0].value  # what it is for, who uses it
     assert any("embedding model's (all-MiniLM-L6-v2) tokens" in w.value for w in at.warning)
     infos = " ".join(i.value for i in at.info)
     assert "Paste a document" in infos
@@ -82,6 +83,8 @@ def test_pasted_document_question_and_context_then_saved_and_reused(env, monkeyp
     at = _build_pasted(_open(env, monkeypatch))
     chunks = _frame(at, "ret_chunks")
     assert len(chunks) >= 3 and {"Money", "Essays"} <= set(chunks["section"])
+    captions = " ".join(c.value for c in at.caption)
+    assert f"indexed as {len(chunks)} chunks" in captions and "not indexed yet" not in captions  # no stale estimate
     assert any(j.value for j in at.json)  # the index parameters
 
     at.text_input(key="ret_question").input(QUESTION).run()
@@ -228,5 +231,5 @@ def test_trajectories_page_shows_retrieved_fragments(env, monkeypatch):
     assert metrics["Context / budget (tokens)"] == "1,400 / 1,536"
     assert metrics["Document (tokens)"] == "4,012" and metrics["Evidence in context"] == "yes"
     frame = _frame(at, "traj_fragments")
-    assert list(frame["rank"]) == [0, 1] and frame["best_sentence"].iloc[0] == NEEDLE
+    assert list(frame["rank"]) == [1, 2] and frame["best_sentence"].iloc[0] == NEEDLE  # ranks as people count
     assert {"section", "start_token", "depth", "dense", "bm25", "fused", "fine"} <= set(frame.columns)

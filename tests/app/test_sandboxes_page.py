@@ -54,6 +54,8 @@ def test_sandboxes_page_shows_backends_executions_and_failures(tmp_path, monkeyp
 def test_sandboxes_page_without_executions_says_how_to_get_some(tmp_path, monkeypatch):
     at = _app(tmp_path / "empty.db", monkeypatch, "screens/sandboxes.py")
     assert any("configs/sandbox.yaml" in i.value for i in at.info)
+    what = at.caption[0].value  # what sandboxes are for, and which domains use them
+    assert "isolated from this machine" in what and "humaneval" in what and "terminal (" in what
 
 
 def test_trajectory_view_shows_each_turn(tmp_path, monkeypatch):
