@@ -43,6 +43,25 @@ METRIC_PANELS: dict[str, tuple[str, ...]] = {
     "Tool-call errors by code (count)": ("tools/errors/*",),
 }
 
+#: Legend entries of the `METRIC_PANELS` lines (a metric key means little to a reader).
+METRIC_LABELS = {"reward/mean": "reward", "accuracy/mean": "pass rate", "kl": "KL", "entropy": "entropy",
+                 "clip_frac": "clipped tokens", "response_length": "mean length", "zero_variance/groups": "groups",
+                 "rollout_tokens_per_s": "rollout (generation)", "learner_tokens_per_s": "learner update",
+                 "sandbox/latency_p50_ms": "median (p50)", "sandbox/latency_p99_ms": "p99",
+                 "time/generate": "generation", "time/verify": "verification", "time/learn": "learner update",
+                 "time/sync": "weight sync", "memory/rollout_peak_gb": "rollout", "memory/learn_peak_gb": "learner update",
+                 "memory/sync_peak_gb": "weight sync"}
+
+
+def metric_label(name: str) -> str:
+    """A metric's legend entry: `METRIC_LABELS`, else its last part ("tools/errors/timeout"
+    -> "timeout"; a "mean" over domains -> "all domains (mean)")."""
+    if name in METRIC_LABELS:
+        return METRIC_LABELS[name]
+    last = name.rsplit("/", 1)[-1]
+    return "all domains (mean)" if last == "mean" else last
+
+
 #: The Runs page's "Per domain" charts: title -> metric prefix; one "<prefix><domain>"
 #: metric (one line) per domain.
 DOMAIN_PANELS: dict[str, str] = {

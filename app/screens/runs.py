@@ -93,7 +93,7 @@ def show_curves(path: str, run_id: str) -> None:
     cols = st.columns(2)
     for i, (title, frame) in enumerate(panels.items()):
         with cols[i % 2]:
-            st.plotly_chart(line_chart(frame, title), key=f"runs_chart_{i}")
+            st.plotly_chart(line_chart(frame, title, label=views.metric_label), key=f"runs_chart_{i}")
     if not other.empty:
         names = other["name"].nunique()
         with st.expander(f"Other metrics ({names})"):
