@@ -10,6 +10,8 @@ in ``st.cache_data``), and anything that starts or stops runs.
 
 from __future__ import annotations
 
+import re
+
 import difflib
 import json
 from collections.abc import Iterator
@@ -383,3 +385,16 @@ def domains_frame(store: Store) -> pd.DataFrame:
                      "validation": status, "description": d.description,
                      "reasons": "; ".join(v["reasons"]) if v and not v["passed"] else ""})
     return pd.DataFrame(rows, columns=DOMAIN_COLUMNS).sort_values("name", ignore_index=True)
+
+
+_CHATML = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>\n?|\Z)", re.S)
+
+
+def readable_prompt(prompt: str) -> str:
+    """A chat-templated prompt as role-labelled messages ("[system] ...", "[user] ...", then
+    "[assistant]" where the model's reply starts) when it is ChatML (SmolLM2's and Qwen's
+    template); any other text unchanged."""
+    parts = _CHATML.findall(prompt or "")
+    if not parts:
+        return prompt
+    return "\n\n".join(f"[{role}] {content.strip()}" if content.strip() else f"[{role}]" for role, content in parts)

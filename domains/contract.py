@@ -193,6 +193,8 @@ class Domain(abc.ABC):
         multiple_answers: A task may have several valid answers (validation then doesn't
             treat other tasks' answers as wrong ones).
         needs_sandbox: Scoring or playing a task needs a sandbox.
+        reward_rule: How a sample's reward is made, in words, for the Trajectories page
+            ("0.2 x format + 0.8 x correct").
         sandbox_network: The network its sandboxes get: "none" (the default: loopback only)
             or a tuple of hosts to allow (`sandboxes.spec.SandboxSpec.network`); a run opens
             a pool of that network for the domain's episodes.
@@ -214,6 +216,7 @@ class Domain(abc.ABC):
     multiple_answers: bool = False
     needs_sandbox: bool = False
     sandbox_network: str | tuple[str, ...] = "none"
+    reward_rule: str = ""
     version_key: str = ""
 
     @property
@@ -241,6 +244,9 @@ class Domain(abc.ABC):
 
 class TextDomain(Domain):
     """A domain whose reward comes from one completion, scored in this process."""
+
+    reward_rule = (f"{FORMAT_WEIGHT:g} x format (an answer found in the reply) + {CORRECT_WEIGHT:g} x correct (the "
+                   "verifier's score of that answer)")
 
     kind = "single_turn"
 
@@ -279,6 +285,8 @@ class RetrievalDomain(TextDomain):
 
 class SandboxDomain(Domain):
     """A domain whose one completion is scored by a job run in a sandbox (unit tests)."""
+
+    reward_rule = "1 if the reply's code passes every test in the sandbox, else 0"
 
     kind = "code"
     needs_sandbox = True
@@ -320,6 +328,8 @@ class EpisodeEnv(abc.ABC):
 class EpisodeDomain(Domain):
     """A multi-turn domain: a task is played as an episode in a Gymnasium environment
     (`reset` / `step` / `close`), which scores it at the end."""
+
+    reward_rule = "1 if the checker passes the sandbox's state at the end of the episode, else 0"
 
     kind = "multi_turn"
 

@@ -27,7 +27,8 @@ import streamlit as st
 
 from app.common import db_path, follow_table_selection, get_store, run_picker, runs_or_notice
 from backend import views
-from core.errors import TrajectoryNotFound
+from core.errors import DomainNotFound, TrajectoryNotFound
+from domains.registry import get_domain
 from backend.retrieval_service import fragments_frame
 from backend.trajectory_query import fts_query
 
@@ -200,8 +201,11 @@ def show_trajectory(traj: dict) -> None:
     cols[2].metric("Finish reason", traj["finish_reason"] or "—")
     cols[3].metric("Tokens (prompt / completion)",
                    f"{traj['prompt_tokens']} / {traj['completion_tokens']}")
-    st.markdown("**Prompt**")
-    st.code(shown(traj["prompt"]), language=None, wrap_lines=True)
+    head = st.columns([3, 2])
+    head[0].markdown("**Prompt**")
+    raw = head[1].toggle("Raw chat template", key="traj_raw_prompt",
+                         help="The exact text the model was given, special tokens included")
+    st.code(shown(traj["prompt"] if raw else views.readable_prompt(traj["prompt"])), language=None, wrap_lines=True)
     st.markdown("**Completion**")
     st.code(shown(traj["completion"]), language=None, wrap_lines=True)
     if traj.get("turns"):
@@ -214,7 +218,18 @@ def show_trajectory(traj: dict) -> None:
     st.markdown("**Reference answer**")
     st.code(shown(traj["answer"] or "(none)"), language=None, wrap_lines=True)
     st.markdown("**Reward breakdown**")
+    rule = reward_rule(traj["domain"])
+    if rule:
+        st.caption(f"reward = {rule}")
     st.json({k: v for k, v in breakdown.items() if k != "mesh"})
+
+
+def reward_rule(domain: str) -> str:
+    """How `domain` makes a reward ("" for a domain not registered here)."""
+    try:
+        return get_domain(domain).reward_rule
+    except DomainNotFound:
+        return ""
 
 
 def show_turns(traj: dict) -> None:

@@ -47,6 +47,7 @@ import math
 import random
 import shlex
 from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 from core.errors import ConfigError, SandboxError
@@ -374,6 +375,8 @@ class CadDomain(ToolUseDomain):
     pooled: bool = False
     multiple_answers: bool = False
     levels = {1: {}, 2: {}, 3: {}}
+    reward_rule: ClassVar[str] = ("0.2 x exported + 0.8 x the share of geometry checks passed (0 unless the volume "
+                                  "is plausible)")
 
     @property
     def environment(self) -> dict:

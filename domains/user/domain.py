@@ -255,6 +255,7 @@ class UserRewardDomain(UserRows, SandboxDomain):
 
     kind = "code"
     needs_sandbox = True
+    reward_rule = "the value of your reward(reply, answer, row) in [0, 1] (0 if it fails)"
 
     @property
     def environment(self) -> dict:

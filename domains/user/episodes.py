@@ -104,6 +104,12 @@ class UserEpisodeDomain(UserRows, EpisodeDomain):
     needs_sandbox = True
 
     @property
+    def reward_rule(self) -> str:
+        if self.spec.verifier.checker_score:
+            return "the score the row's checker prints on its last line, in [0, 1]"
+        return "1 if the row's checker command exits 0 after the episode, else 0"
+
+    @property
     def environment(self) -> dict:
         return {**self.sandbox_environment("the row's checker command after the episode"), "gymnasium": "UserSandboxEnv",
                 "checker_score": self.spec.verifier.checker_score}
@@ -214,6 +220,8 @@ class UserToolDomain(UserRows, ToolUseDomain):
     into the workspace first, with the tools' sources under `TOOL_DIR`."""
 
     kind = "multi_turn"
+    reward_rule = (f"{FORMAT_WEIGHT:g} x format (an answer in the last reply) + {CORRECT_WEIGHT:g} x correct; tool "
+                   "calls earn nothing by themselves")
 
     @property
     def needs_sandbox(self) -> bool:

@@ -132,7 +132,8 @@ def test_trajectories_page_shows_selected_trajectory(filled_db, monkeypatch):
     text = _texts(at)
     assert f"Trajectory #{picked['id']}" in text
     assert any(c.value == picked["completion"] for c in at.code)
-    assert any(c.value == picked["prompt"] for c in at.code)
+    assert any(c.value == picked["prompt"] for c in at.code)  # not ChatML: shown as it is
+    assert "reward = 0.2 x format" in text  # the domain's reward rule beside the breakdown
     assert "Its group (4 samples)" in text
     assert len([e for e in at.expander if e.label.startswith("sample ")]) == 3
 

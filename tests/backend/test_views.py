@@ -141,3 +141,10 @@ def test_trajectories_jsonl_and_completion_diff(store):
     store.record_trajectories(rid, 3, odd)
     exported = [json.loads(line.encode("utf-8")) for line in views.trajectories_jsonl(store, rid, step_min=3)]
     assert exported[0]["turns"] == odd[0].turns  # lossless, and every line is UTF-8
+
+
+def test_readable_prompt_labels_chatml_roles_and_leaves_other_text():
+    chatml = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n"
+              "<|im_start|>assistant\n")
+    assert views.readable_prompt(chatml) == "[system] Be brief.\n\n[user] What is 2 + 3?\n\n[assistant]"
+    assert views.readable_prompt("<|user|>What is 1 + 2?<|assistant|>") == "<|user|>What is 1 + 2?<|assistant|>"

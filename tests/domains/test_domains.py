@@ -243,3 +243,11 @@ def test_numpy_style_ints_are_accepted():
     d = registry.get_domain("chain_sum")
     t = d.make_task(Idx(42), Idx(2))
     assert t == d.make_task(42, 2) and type(t.seed) is int and type(t.difficulty) is int
+
+
+def test_every_domain_says_how_its_reward_is_made():
+    """The Trajectories page shows it beside each breakdown."""
+    rules = {name: registry.get_domain(name).reward_rule for name in registry.domain_names()}
+    assert all(rules.values()), [n for n, r in rules.items() if not r]
+    assert rules["tool_sql"].startswith("0.1 x format") and "geometry" in rules["cad_bracket"]
+    assert rules["humaneval"].startswith("1 if") and rules["chain_sum"].startswith("0.2 x format")
