@@ -458,6 +458,15 @@ class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs):
         sql = f"SELECT count(*) FROM (SELECT 1 FROM trajectories WHERE {where} LIMIT ?)"
         return self.db.execute(sql, [*params, cap + 1]).fetchone()[0]
 
+    @_locked
+    def reward_range(self, run_id: str, **filters) -> tuple[float, float] | None:
+        """(lowest, highest) reward of the trajectories matching `filters` (as in
+        `trajectories`); None when none match."""
+        where, params = trajectory_filter(run_id, **filters)
+        low, high = self.db.execute(f"SELECT min(reward), max(reward) FROM trajectories WHERE {where}",
+                                    params).fetchone()
+        return None if low is None else (float(low), float(high))
+
     def export_trajectories(self, run_id: str, *, limit: int | None = None, batch: int = 200,
                             **filters) -> Iterator[dict]:
         """Every trajectory matching `filters` (as in `trajectories`), in list order, decoded

@@ -386,6 +386,11 @@ def render() -> None:
     table = load_trajectories(path, run_id, **filters)
     if table.empty:
         hint = " The search finds whole words; try fewer words or a prefix*." if filters["query"] else ""
+        if filters["reward_min"] is not None or filters["reward_max"] is not None:
+            unfiltered = {**filters, "reward_min": None, "reward_max": None}
+            span = get_store(path).reward_range(run_id, **unfiltered)
+            if span is not None:
+                hint += f" Without the reward filter these trajectories' rewards run from {span[0]:.2f} to {span[1]:.2f}."
         st.info("No trajectories match these filters." + hint)
         return
     count = max(load_count(path, run_id, **filters), len(table))  # cached apart: may lag the table

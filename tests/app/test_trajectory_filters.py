@@ -98,3 +98,11 @@ def test_each_run_keeps_its_own_step_range_when_the_run_is_switched(filled_db, m
     at.slider(key="traj_steps").set_value((1, 1)).run()
     at.selectbox(key="traj_run").select(demo).run()
     assert at.slider(key="traj_steps").value == (2, 3)
+
+
+def test_a_reward_filter_that_matches_nothing_says_the_runs_reward_range(filled_db, monkeypatch):
+    at, _ = _page(filled_db, monkeypatch)
+    at.slider(key="traj_reward").set_value((0.3, 0.7)).run()  # the demo's rewards are 0 or 1
+    assert not at.exception, [e.value for e in at.exception]
+    [info] = [i.value for i in at.info if "No trajectories match" in i.value]
+    assert "rewards run from 0.00 to 1.00" in info
