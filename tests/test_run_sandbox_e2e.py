@@ -56,15 +56,15 @@ def test_run_on_a_user_tool_domain(tiny_model_2k_dir, docker_engine, tmp_path):
     from domains.user import library
     from tests.domains.test_user_tool_domain import DEFINITION, _rows
 
-    cfg = parse_config({
-        "name": "tiny-user-tools", "model": str(tiny_model_2k_dir), "steps": 1, "seed": 2,
-        "domains": {"stock_value": 1.0}, "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 2,
-        "max_new_tokens": 24, "max_turns": 2, "max_episode_tokens": 512, "vllm_compile": False,
-        "sandbox_pool_size": 2, "command_timeout_s": 5, "eval_tasks_per_domain": 2, "eval_max_new_tokens": 16,
-        "output_dir": str(tmp_path / "out")})
     with Store(tmp_path / "run.db") as store:
         try:
-            library.add_domain(store, DEFINITION, rows=_rows())
+            library.add_domain(store, DEFINITION, rows=_rows())  # stored and registered: the config may name it
+            cfg = parse_config({
+                "name": "tiny-user-tools", "model": str(tiny_model_2k_dir), "steps": 1, "seed": 2,
+                "domains": {"stock_value": 1.0}, "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 2,
+                "max_new_tokens": 24, "max_turns": 2, "max_episode_tokens": 1280, "vllm_compile": False,
+                "sandbox_pool_size": 2, "command_timeout_s": 5, "eval_tasks_per_domain": 2,
+                "eval_max_new_tokens": 16, "output_dir": str(tmp_path / "out")})
             run_id = run_foreground(cfg, store)
             run = store.get_run(run_id)
             assert run["status"] == "completed", run["error"]

@@ -26,6 +26,8 @@ except ImportError:  # collected anyway: the `chromium` fixture skips or fails w
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_MS = 90_000  # a script run or chart draw on a busy 2-core machine; generous on purpose
+if expect is not None:  # assertions wait as long as actions do (Playwright's own default is 5 s: a cold
+    expect.set_options(timeout=TIMEOUT_MS)  # page computing held-out baselines on a busy machine takes longer)
 SETTLE_MS = 300  # a widget change reaches the server and starts a run a moment after the event
 ROW_PX = 35  # Streamlit's data grid: header and row height in pixels
 MARKER_PX = 15  # x offset of the row-selection checkbox inside the grid
