@@ -69,7 +69,7 @@ class SandboxRuntime:
             ConfigError: the domain needs a network and this runtime can't open pools.
             SandboxUnavailable: the backend can't give that network (the local one has none).
         """
-        network = getattr(domain, "sandbox_network", "none")
+        network = domain.sandbox_network
         if network == "none":
             return self.pool
         if network not in self.networked:

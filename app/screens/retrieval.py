@@ -19,6 +19,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
+from domains.contract import RetrievalDomain
 from domains.registry import registry
 
 from app.common import db_path, get_store
@@ -395,7 +396,7 @@ def show_sweeps(path: str) -> None:
 
 def render() -> None:
     st.title("Retrieval")
-    users = sorted(n for n, d in registry().items() if d.kind == "retrieval" or n == "tool_docs")
+    users = sorted(n for n, d in registry().items() if isinstance(d, RetrievalDomain) or n == "tool_docs")
     st.caption("Long documents don't fit a small model's context: retrieval cuts them into chunks, finds the "
                "candidates (FAISS dense search + BM25), ranks them finely, and puts only the relevant fragments "
                "with a global summary in the prompt. Try it on your own text here; the long-document domains use it "

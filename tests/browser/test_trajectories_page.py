@@ -6,6 +6,7 @@ import sqlite3
 from collections import Counter
 
 
+from backend import views
 from backend.store import Store
 from tests.browser.streamlit_ui import (
     click_table_row, code_texts, expect, fill_text, goto, screenshot, select_option, selectbox, squash,
@@ -28,7 +29,8 @@ def expect_trajectory(page, db, traj_id: int) -> None:
     expect(page.get_by_role("heading", name=f"Trajectory #{traj_id}", exact=True)).to_be_visible()
     expect(page.get_by_text(f"{traj['domain']} · step {traj['step']}").first).to_be_visible()
     codes = code_texts(page)
-    assert squash(traj["prompt"]) in codes, "the prompt should be shown as stored"
+    assert squash(views.readable_prompt(traj["prompt"])) in codes, "the prompt as role-labelled messages"
+    assert "[user]" in squash(views.readable_prompt(traj["prompt"])) and "<|im_start|>" not in " ".join(codes)
     assert squash(traj["completion"]) in codes, "the completion should be shown as stored"
     expect(page.get_by_test_id("stMetric").filter(has_text="Reward")).to_contain_text(f"{traj['reward']:.3f}")
     breakdown = page.get_by_test_id("stJson").first
