@@ -51,10 +51,9 @@ from typing import ClassVar
 from pathlib import Path
 
 from core.errors import ConfigError, SandboxError
-from domains.tools.contract import scripted_tool_turns, ToolSpec
+from domains.tools.contract import call_text, scripted_tool_turns, ToolSpec
 from domains.contract import as_int, check_difficulty, CORRECT_WEIGHT, FORMAT_WEIGHT, Task, ToolUseDomain
 from domains.splits import draw_on_side
-from domains.tools.domain import _call_text
 from domains.tools.env import CONTRACT_ERRORS, tool_prompt, TOOL_SYSTEM_PROMPT, ToolEnv
 from domains.tools.toolbox import ToolContext, ToolFailure, ToolRunner
 
@@ -488,7 +487,7 @@ def _read_mesh(sandbox, path: str | None) -> dict | None:
 def _turns(calls, per_turn: int = 4) -> list[str]:
     """(tool, arguments) pairs written as turns of `per_turn` calls each, then DONE."""
 
-    texts = [_call_text(n, a) for n, a in calls]
+    texts = [call_text(n, a) for n, a in calls]
     return ["".join(texts[i : i + per_turn]) for i in range(0, len(texts), per_turn)] + ["DONE"]
 
 

@@ -144,6 +144,11 @@ class CallError:
     index: int = -1
 
 
+def call_text(name: str, arguments: dict) -> str:
+    """One call written in the call format: the inverse of `parse_tool_calls` for one call."""
+    return f"{CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}{CALL_CLOSE}"
+
+
 def scripted_tool_turns(text: Any) -> list[str]:
     """A reply written one turn per line (as the tool domains' `reference_completion` writes
     it) as its turns; DONE is added when the last line holds calls."""

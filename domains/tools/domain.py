@@ -48,7 +48,7 @@ from domains.answers import extract_answer, numeric_answer
 from domains.contract import check_difficulty, Task, ToolUseDomain
 from domains.long_docs.domain import judge_stored_answer
 from domains.long_docs.financial import make_report_task
-from domains.tools.contract import CALL_CLOSE, CALL_OPEN, scripted_tool_turns
+from domains.tools.contract import call_text, scripted_tool_turns
 from domains.tools.env import (call_stats, observation_text, score_as_one_turn, tool_prompt, TOOL_SYSTEM_PROMPT,
                               ToolEnv)
 from domains.tools.toolbox import ToolContext, ToolRunner, TOOLS
@@ -188,7 +188,7 @@ def make_calc_task(seed: int, level: int = 1) -> ToolTask:
 
 def reference_turn(task: ToolTask) -> str:
     """The reference calls written in the call format (`domains.tools.contract`)."""
-    return "".join(_call_text(n, a) for n, a in task.reference_calls)
+    return "".join(call_text(n, a) for n, a in task.reference_calls)
 
 
 def score_tool_episode(task: ToolTask, final_text: str, results: list) -> tuple[float, dict]:
@@ -428,7 +428,7 @@ class ToolDomain(ToolUseDomain):
 
     def reference_turns(self, task) -> list[str]:
         """The reference episode: one turn with the reference calls, then the final turn."""
-        calls = "".join(_call_text(n, a) for n, a in task.entry["reference_calls"])
+        calls = "".join(call_text(n, a) for n, a in task.entry["reference_calls"])
         return [calls, self.wrap_answer(task.answer)]
 
     def wrong_turns(self, task) -> list[str]:
@@ -481,7 +481,7 @@ class ToolFilesDomain(ToolDomain):
 
     def wrong_turns(self, task) -> list[str]:
         """A wrong number written to result.txt, then DONE."""
-        return [_call_text("write_file", {"path": RESULT_FILE, "content": _wrong_number(task.answer)}), "DONE"]
+        return [call_text("write_file", {"path": RESULT_FILE, "content": _wrong_number(task.answer)}), "DONE"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -514,12 +514,6 @@ DEMO_SEED = 2**40 + 17  # outside TRAIN_SEED_RANGE and HELDOUT_SEED_RANGE
 _DEMOS: dict[str, list[dict]] = {}
 
 
-def _call_text(name: str, arguments: dict) -> str:
-    """One call in the call format (`domains.tools.contract`)."""
-    import json
-
-
-    return f"{CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}{CALL_CLOSE}"
 
 
 def _task_dir() -> Path:

@@ -28,7 +28,7 @@ from domains.contract import CORRECT_WEIGHT, FORMAT_WEIGHT, EpisodeDomain, Task,
 from domains.terminal.env import SYSTEM_PROMPT as SHELL_PROMPT
 from domains.terminal.env import TerminalEnv
 from domains.terminal.tasks import TerminalTask
-from domains.tools.contract import CALL_CLOSE, CALL_OPEN, CallError, ToolCall, check_call, scripted_tool_turns
+from domains.tools.contract import CallError, ToolCall, call_text, check_call, scripted_tool_turns
 from domains.tools.env import TOOL_SYSTEM_PROMPT, ToolEnv, call_stats, score_as_one_turn, tool_prompt
 from domains.tools.toolbox import SANDBOX_TOOLS, TOOLS, ToolContext, ToolFailure, ToolRunner
 from domains.user.data import TaskRow
@@ -205,10 +205,6 @@ def check_in_worker(call: ToolCall, specs: dict) -> CallError | None:
                          f"{CHECK_TIMEOUT_S:g} s (a pattern that backtracks?)", call.raw[:200], call.index)
 
 
-def _call_text(name: str, arguments: dict) -> str:
-    return f"{CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}{CALL_CLOSE}"
-
-
 FINISH = "When you have the answer, reply without a tool call."
 
 
@@ -310,7 +306,7 @@ class UserToolDomain(UserRows, ToolUseDomain):
         them does not work (`domains.validation.failed_reference_calls`)."""
         calls = [tuple(c) for c in task.entry.get("reference_calls") or []] or \
             [(t.name, t.example) for t in self.spec.tools if t.example is not None]
-        turns = ["".join(_call_text(n, a) for n, a in calls[i:i + MAX_CALLS_PER_TURN])
+        turns = ["".join(call_text(n, a) for n, a in calls[i:i + MAX_CALLS_PER_TURN])
                  for i in range(0, len(calls), MAX_CALLS_PER_TURN)]
         return [*turns, self.wrap_answer(task.answer)]
 

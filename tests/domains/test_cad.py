@@ -10,7 +10,7 @@ import pytest
 
 from domains.cad.domain import CAD_TOOLS, KERNEL, MAKERS, check_geometry
 from domains.registry import get_domain
-from domains.tools.domain import _call_text
+from domains.tools.contract import call_text
 from domains.validation import play_turns
 from sandboxes.pool import SandboxPool
 from sandboxes.spec import SandboxSpec
@@ -105,11 +105,11 @@ def test_rollback_restores_the_step_before_and_retries_are_counted(pool):
     calls = [(n, a) for n, a in task.entry["reference_calls"]]
     (n0, a0), rest = calls[0], calls[1:]
     wrong = {**a0, "size": [a0["size"][0], a0["size"][1], a0["size"][2] + 4]}  # too thick
-    turns = [_call_text(n0, wrong),
-             _call_text("rollback", {}) + _call_text("rollback", {}),  # the second has nothing to undo
-             _call_text("cad_translate", {"name": "ghost", "offset": [1, 0, 0]}),  # fails: no such body
-             "".join(_call_text(n, a) for n, a in calls[:4]),
-             "".join(_call_text(n, a) for n, a in rest[3:]), "DONE"]
+    turns = [call_text(n0, wrong),
+             call_text("rollback", {}) + call_text("rollback", {}),  # the second has nothing to undo
+             call_text("cad_translate", {"name": "ghost", "offset": [1, 0, 0]}),  # fails: no such body
+             "".join(call_text(n, a) for n, a in calls[:4]),
+             "".join(call_text(n, a) for n, a in rest[3:]), "DONE"]
     with pool.lease() as sb:
         reward, b, records = play_turns(d, task, turns, sb)
     assert reward == 1.0, b
@@ -128,7 +128,7 @@ def test_no_export_scores_0_and_a_second_body_fails_one_body(pool):
         calls.insert(-1, ("cad_boolean", {"op": "union", "target": "top", "tool": "leg4"}))
         # move one leg away first: union leaves two separate solids
         calls.insert(-2, ("cad_translate", {"name": "leg4", "offset": [0, 0, -200]}))
-        turns = ["".join(_call_text(n, a) for n, a in calls[i:i + 8]) for i in range(0, len(calls), 8)] + ["DONE"]
+        turns = ["".join(call_text(n, a) for n, a in calls[i:i + 8]) for i in range(0, len(calls), 8)] + ["DONE"]
         reward, b, _ = play_turns(d, task, turns, sb)
     assert reward < 1.0 and "one_body" in b["failing"], b["failing"]
 

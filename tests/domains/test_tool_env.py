@@ -9,7 +9,7 @@ import pytest
 from domains.tools import toolbox
 from domains.registry import get_domain
 from core.errors import ConfigError
-from domains.tools.domain import _call_text
+from domains.tools.contract import call_text
 from domains.tools.env import ToolEnv
 
 
@@ -34,11 +34,11 @@ def test_a_hanging_and_a_raising_tool_get_codes_and_the_episode_goes_on_to_its_a
     env.reset(options={"task": task})
     monkeypatch.setitem(env.runner.impls, "sql", hang)
     t0 = time.monotonic()
-    obs, reward, term, trunc, info = env.step(_call_text("sql", {"query": "select 1"}))
+    obs, reward, term, trunc, info = env.step(call_text("sql", {"query": "select 1"}))
     assert time.monotonic() - t0 < 10 and not (term or trunc)
     assert '"code": "timeout"' in obs and info["turn"]["calls"][0]["error"] == "timeout"
     env.runner.impls["sql"] = boom
-    obs, *_ = env.step(_call_text("sql", {"query": "select 1"}))
+    obs, *_ = env.step(call_text("sql", {"query": "select 1"}))
     assert '"code": "tool_error"' in obs and "disk on fire" in obs
     env.runner.impls["sql"] = toolbox.IMPLEMENTATIONS["sql"]
     obs, *_ = env.step(d.reference_turns(task)[0])
@@ -90,7 +90,7 @@ def test_call_records_are_storable_whatever_the_model_wrote():
     env = ToolEnv(get_domain("tool_calc"))
     env.reset(seed=1)
     text = ('<tool_call>{"name": "calc\\ud800", "arguments": {"x": "\\udc00"}}</tool_call>'
-            + _call_text("calculator", {"expression": "1+" * 20_000 + "1"}))
+            + call_text("calculator", {"expression": "1+" * 20_000 + "1"}))
     _, _, _, _, info = env.step(text)
     stored = json.loads(json.dumps(info["turn"]))  # as the store writes and reads it
     frame = calls_frame({"turns": [stored]})
