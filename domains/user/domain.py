@@ -163,6 +163,19 @@ class UserRows:
                 "verifier": verifier, "timeout_s": self.spec.verifier.timeout_s,
                 "heldout_fraction": self.spec.heldout_fraction}
 
+    def judged(self, task: Task, reply: str) -> tuple[float, dict]:
+        """(reward, breakdown) of a reply's answer by the domain's answer verifier:
+        FORMAT_WEIGHT when the extraction finds one, CORRECT_WEIGHT more when it passes
+        ("verifier_error" says why a verifier failed); 0 without an answer."""
+        answer = extract(reply, self.spec.extraction) if isinstance(reply, str) else None
+        if answer is None:
+            return 0.0, {"format": 0.0, "correct": 0.0, "score": 0.0, "extracted": None}
+        ok, why = verify(self.spec.verifier, answer, task.answer, task.entry.get("pattern", ""))
+        breakdown = {"format": 1.0, "correct": float(ok), "score": float(ok), "extracted": answer[:200]}
+        if why.startswith("verifier error"):
+            breakdown["verifier_error"] = why
+        return FORMAT_WEIGHT + CORRECT_WEIGHT * float(ok), breakdown
+
     def row_entry(self, row: TaskRow) -> dict:
         """Fields a verifier needs beyond the common ones (code domains: tests, entry point)."""
         return {}
@@ -202,14 +215,7 @@ class UserDomain(UserRows, TextDomain):
         nothing = {"format": 0.0, "correct": 0.0, "score": 0.0, "extracted": None}
         if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS or malformed(completion, "\n\t\r"):
             return 0.0, nothing
-        answer = extract(completion, self.spec.extraction)
-        if answer is None:
-            return 0.0, nothing
-        ok, why = verify(self.spec.verifier, answer, task.answer, task.entry.get("pattern", ""))
-        breakdown = {"format": 1.0, "correct": float(ok), "score": float(ok), "extracted": answer[:200]}
-        if why.startswith("verifier error"):
-            breakdown["verifier_error"] = why
-        return FORMAT_WEIGHT + CORRECT_WEIGHT * float(ok), breakdown
+        return self.judged(task, completion)
 
 
 

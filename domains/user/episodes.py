@@ -34,7 +34,7 @@ from domains.tools.toolbox import SANDBOX_TOOLS, TOOLS, ToolContext, ToolFailure
 from domains.user.data import TaskRow
 from domains.user.domain import INSTRUCTIONS, UserRows, sandbox_runtime
 from domains.user.spec import UserToolSpec
-from domains.user.verifiers import extract, in_worker, verify
+from domains.user.verifiers import in_worker
 
 TOOL_DIR = ".rlwb_tools"  # where a task's workspace holds the user's tool sources
 TOOL_RUNNER = (Path(__file__).with_name("tool_runner.py")).read_text(encoding="utf-8")
@@ -281,15 +281,8 @@ class UserToolDomain(UserRows, ToolUseDomain):
     def score_episode(self, task: Task, final_text: str, results: list, sandbox=None) -> tuple[float, dict]:
         """(reward, breakdown): FORMAT_WEIGHT for an answer the extraction finds in the final
         reply, CORRECT_WEIGHT if the verifier passes it; the call statistics beside them."""
-        answer = extract(final_text, self.spec.extraction) if isinstance(final_text, str) else None
-        stats = call_stats(results)
-        if answer is None:
-            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None, **stats}
-        ok, why = verify(self.spec.verifier, answer, task.answer, task.entry.get("pattern", ""))
-        breakdown = {"format": 1.0, "correct": float(ok), "extracted": answer[:200], **stats}
-        if why.startswith("verifier error"):
-            breakdown["verifier_error"] = why
-        return FORMAT_WEIGHT + CORRECT_WEIGHT * float(ok), breakdown
+        reward, breakdown = self.judged(task, final_text)
+        return reward, {**breakdown, **call_stats(results)}
 
     def score(self, task: Task, completion: str) -> tuple[float, dict]:
         """Score one text as a whole episode (domains without a sandbox): its calls run,
