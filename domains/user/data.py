@@ -314,6 +314,17 @@ def _json_safe(value: Any, where: str) -> Any:
     return json.loads(text)
 
 
+def _json_cell(value: Any, empty: Any, where: str) -> Any:
+    """A cell that holds JSON as text (CSV, a JSONL string) parsed, `empty` for blank text;
+    anything else (a JSON file's own object or list) as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value) if value.strip() else empty
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where} is not JSON ({e.msg})") from None
+
+
 def _row_files(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None) -> dict:
     """Row i's workspace files from the `files_column`: a JSON object of path -> text, or the
     path of a directory or archive (`domains.user.task_files`, relative to `base_dir`)."""
@@ -323,11 +334,8 @@ def _row_files(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None) -
     files = row.get(column)
     if isinstance(files, str) and files.strip() and not files.lstrip().startswith("{"):
         files = read_task_files(files, base_dir, f"row {i}: column '{column}'")
-    elif isinstance(files, str):
-        try:
-            files = json.loads(files) if files.strip() else {}
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"row {i}: column '{column}' (the files) is not JSON ({e.msg})") from None
+    else:
+        files = _json_cell(files, {}, f"row {i}: column '{column}' (the files)")
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in files.items()):
         raise ConfigError(f"row {i}: column '{column}' (the files) must be an object of path -> text")
     return check_workspace_files(files, f"row {i}: column '{column}'")
@@ -351,12 +359,7 @@ def _tool_fields(spec: UserDomainSpec, row: dict, i: int, base_dir: Path | None)
         if column not in row:
             raise ConfigError(f"row {i}: no column '{column}' (the reference calls); its columns are "
                               f"{', '.join(map(str, row))}")
-        calls = row.get(column)
-        if isinstance(calls, str):
-            try:
-                calls = json.loads(calls) if calls.strip() else []
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"row {i}: column '{column}' (the reference calls) is not JSON ({e.msg})") from None
+        calls = _json_cell(row.get(column), [], f"row {i}: column '{column}' (the reference calls)")
         names = {*spec.builtin_tools, *(t.name for t in spec.tools)}
         if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
                                                   and isinstance(c.get("arguments", {}), dict) for c in calls):
