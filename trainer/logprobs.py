@@ -2,8 +2,9 @@
 
 `token_logprobs` scores right-padded (N, T) batches; `packed_token_logprobs` scores the
 tokens of a `trainer.types.PackedMicroBatch` (whole sequences end to end, or each group's
-prompt once with its completions after it and a block attention mask), applying the LM head
-to the scored positions alone. `check_packing` and `shared_prefix_error` compare the packed
+prompt once with its completions after it and a block attention mask). Both apply the LM
+head to the scored positions alone and a slice of them at a time (`scored_logprobs`), so the
+(tokens, vocabulary) logits never exist whole. `check_packing` and `shared_prefix_error` compare the packed
 layouts with the padded one on a loaded model (the learner's start-up checks). Logprobs are
 of logits / temperature, the distribution the rollout engine sampled from.
 """
@@ -19,17 +20,23 @@ from core.errors import ConfigError
 from trainer.types import LearnerBatch
 
 
+LOGIT_CHUNK_TOKENS = 512
+"""Scored tokens per slice of the vocabulary projection: peak logits memory is this x V floats
+(SmolLM2's 49,152-token vocabulary: 100 MB in float32) however many tokens a batch scores."""
+
+
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    with_entropy: bool = False, first_scored: int = 1,
                    temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of each token given its prefix, log_softmax(logits / temperature).
 
-    Only positions >= `first_scored` are scored: logits are computed for those alone (HF's
-    ``logits_to_keep``), which skips the vocabulary projection and softmax over the prompt,
-    the costliest part of a small model's step (49k-token vocabulary).
+    Only positions >= `first_scored` are scored: the LM head sees those hidden states alone,
+    which skips the vocabulary projection and softmax over the prompt, the costliest part of
+    a small model's step (49k-token vocabulary), and it sees them `LOGIT_CHUNK_TOKENS` at a
+    time (`scored_logprobs`).
 
     Args:
-        model: an HF causal LM.
+        model: an HF causal LM, or the DeepSpeed engine wrapping one.
         input_ids: (N, T) token ids.
         attention_mask: (N, T) 1 on real tokens.
         with_entropy: also return the per-position entropy of the predictive distribution.
@@ -40,25 +47,33 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
         (N, T) logprobs where column t scores input_ids[:, t] (columns before `first_scored`
         are 0), and (N, T) entropies in nats aligned the same way (or None).
     """
-    t = input_ids.shape[1]
+    n, t = input_ids.shape
     first_scored = max(1, min(first_scored, t - 1))
-    keep = t - first_scored + 1  # logits at positions first_scored-1 .. t-1
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
-                   logits_to_keep=keep).logits[:, :-1].float()
-    logp_all = F.log_softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
-    taken = logp_all.gather(-1, input_ids[:, first_scored:].unsqueeze(-1)).squeeze(-1)
-    out = F.pad(taken, (first_scored, 0))
-    ent = None
-    if with_entropy:
-        with torch.no_grad():
-            ent = F.pad(-(logp_all.exp() * logp_all).sum(-1), (first_scored, 0))
-    return out, ent
+    cols = torch.arange(first_scored - 1, t - 1, device=input_ids.device)  # logits at these score col + 1
+    index = (torch.arange(n, device=input_ids.device).unsqueeze(1) * t + cols).reshape(-1)
+    head = _module(model).get_output_embeddings()
+    with _HiddenAtScored(head, index):
+        hidden = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    taken, ent = scored_logprobs(head, hidden, input_ids[:, first_scored:].reshape(-1), temperature, with_entropy,
+                                 softcap=_softcap(model))
+    out = F.pad(taken.view(n, -1), (first_scored, 0))
+    return out, None if ent is None else F.pad(ent.view(n, -1), (first_scored, 0))
 
 
-class _ScoredPositions:
-    """Within the block, the LM head sees only the hidden states at `index` (flat over the
-    (R, C) positions): the model's own forward, DeepSpeed's hooks included, then returns
-    (K, V) logits for the scored tokens instead of (R, C, V) for every position."""
+def _module(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
+
+
+def _softcap(model: torch.nn.Module) -> float | None:
+    """The model's final logit soft-capping (Gemma 2), applied after the LM head."""
+    return getattr(_module(model).config, "final_logit_softcapping", None)
+
+
+class _HiddenAtScored:
+    """Within the block the LM head passes through the hidden states at `index` (flat over
+    the (R, C) positions) instead of projecting them: the model's own forward, DeepSpeed's
+    hooks included, then returns (K, H) hidden states where its output says logits, for
+    `scored_logprobs` to project a slice at a time."""
 
     def __init__(self, head: torch.nn.Module, index: torch.Tensor):
         self.head, self.index, self.handle = head, index, None
@@ -69,20 +84,76 @@ class _ScoredPositions:
 
     def __enter__(self):
         self.handle = self.head.register_forward_pre_hook(self._gather)
+        self.head.forward = _passthrough  # an instance attribute shadows the class's forward
         return self
 
     def __exit__(self, *exc):
         self.handle.remove()
+        del self.head.forward
+
+
+def _passthrough(hidden: torch.Tensor) -> torch.Tensor:
+    return hidden
+
+
+def _chunk_logprobs(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
+                    softcap: float | None, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = head(hidden).float()
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    logp_all = F.log_softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
+    taken = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    if not with_entropy:
+        return taken, taken.new_zeros(())
+    with torch.no_grad():
+        return taken, -(logp_all.exp() * logp_all).sum(-1)
+
+
+def scored_logprobs(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
+                    with_entropy: bool = False, softcap: float | None = None,
+                    chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log_softmax(head(hidden) / temperature) at `targets`, `chunk` tokens at a time.
+
+    Under autograd each slice is checkpointed (``torch.utils.checkpoint``, non-reentrant): its
+    (chunk, V) logits are freed after the forward and recomputed in the backward, so peak
+    memory is one slice's logits, softmax and gradient (about 3 x chunk x V floats) instead of
+    K x V of each. The recompute costs one more LM-head forward over the scored tokens. A batch
+    of at most `chunk` tokens runs as one plain slice (the unchunked computation).
+
+    Args:
+        head: the model's output embedding (``get_output_embeddings()``).
+        hidden: (K, H) final hidden states at the scored positions.
+        targets: (K,) token ids scored.
+        temperature: sampling temperature T > 0 the logits are divided by (1: raw).
+        with_entropy: also return the entropy (nats, no gradient) of each distribution.
+        softcap: the model's final logit soft-capping, or None.
+        chunk: scored tokens per slice, >= 1 (None: `LOGIT_CHUNK_TOKENS`).
+
+    Returns:
+        (K,) logprobs and (K,) entropies (or None).
+    """
+    chunk = chunk or LOGIT_CHUNK_TOKENS
+    pieces, ents = [], []
+    checkpointed = torch.is_grad_enabled() and hidden.requires_grad and hidden.shape[0] > chunk
+    for lo in range(0, max(hidden.shape[0], 1), chunk):  # an empty batch still gives a graph
+        args = (head, hidden[lo : lo + chunk], targets[lo : lo + chunk], temperature, softcap, with_entropy)
+        if checkpointed:
+            taken, ent = torch.utils.checkpoint.checkpoint(_chunk_logprobs, *args, use_reentrant=False)
+        else:
+            taken, ent = _chunk_logprobs(*args)
+        pieces.append(taken)
+        ents.append(ent)
+    taken = torch.cat(pieces)
+    return taken, torch.cat(ents).detach() if with_entropy else None
 
 
 def model_attention_mask(model: torch.nn.Module, allow: torch.Tensor) -> torch.Tensor:
     """A (R, C, C) bool mask (True: the query may attend to the key) in the form the model's
     attention takes as a ready 4D mask: bool (R, 1, C, C) for SDPA, else additive floats
     (0 or the dtype's minimum) in the model's dtype."""
-    module = getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
-    config = module.config
+    module = _module(model)
     mask = allow.unsqueeze(1)
-    if getattr(config, "_attn_implementation", None) == "sdpa":
+    if getattr(module.config, "_attn_implementation", None) == "sdpa":
         return mask
     dtype = next(module.parameters()).dtype
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
@@ -93,7 +164,8 @@ def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_i
                           with_entropy: bool = False, temperature: float = 1.0,
                           attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the scored tokens of packed sequences (`PackedMicroBatch`),
-    log_softmax(logits / temperature).
+    log_softmax(logits / temperature), projected `LOGIT_CHUNK_TOKENS` at a time
+    (`scored_logprobs`).
 
     Without `attention_mask`, transformers reads the packing from the position ids and
     masks attention to each sequence (``use_cache=False`` is needed for that: with a cache
@@ -118,17 +190,10 @@ def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_i
         (K,) logprobs and (K,) entropies (or None).
     """
     kw = {} if attention_mask is None else {"attention_mask": model_attention_mask(model, attention_mask)}
-    with _ScoredPositions(head, logit_index):
-        logits = model(input_ids=input_ids, position_ids=position_ids, use_cache=False, **kw).logits.float()
-    logits = logits.reshape(-1, logits.shape[-1])
-    assert logits.shape[0] == logit_index.shape[0], "the LM head was not applied to the scored positions"
-    logp_all = F.log_softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
-    taken = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    ent = None
-    if with_entropy:
-        with torch.no_grad():
-            ent = -(logp_all.exp() * logp_all).sum(-1)
-    return taken, ent
+    with _HiddenAtScored(head, logit_index):
+        hidden = model(input_ids=input_ids, position_ids=position_ids, use_cache=False, **kw).logits
+    assert hidden.shape[0] == logit_index.shape[0], "the LM head was not shown the scored positions alone"
+    return scored_logprobs(head, hidden, targets, temperature, with_entropy, softcap=_softcap(model))
 
 
 def first_completion_column(mask: torch.Tensor) -> int:
