@@ -48,8 +48,8 @@ from trainer.evaluate import evaluate_samples, record_heldout
 from trainer.learner import DeepSpeedLearner
 from trainer.pipeline import StepPipeline
 from trainer.placement import maybe_runtime, open_run_engine
-from trainer.rollout.base import DEFAULT_KV_SEQUENCES
-from trainer.window import run_window
+from trainer.rollout.base import KV_FLOOR_TOKENS
+from trainer.window import run_sizes, run_window
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
@@ -92,14 +92,15 @@ def engine_options(cfg: RunConfig, model_path, tokenizer=None) -> dict:
         from transformers import AutoTokenizer  # transformers takes seconds to import
 
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-    window = run_window(cfg, model_path, tokenizer)
+    window, sequence = run_sizes(cfg, model_path, tokenizer)
     if cfg.rollout_engine != "vllm":
         return {}
-    # the KV cache holds a step's sequences at the full window (at least DEFAULT_KV_SEQUENCES of
-    # them, for the held-out evaluation's batches), capped at vllm_memory_fraction of RAM
+    # the KV cache holds a step's sequences at the longest the mix makes, one full window
+    # (vLLM's minimum) and KV_FLOOR_TOKENS (room for the held-out evaluation's batches of a small
+    # run), capped at vllm_memory_fraction of RAM; sequences beyond it wait their turn
     return {"gpu_memory_utilization": cfg.vllm_memory_fraction, "enforce_eager": not cfg.vllm_compile,
             "tensor_parallel_size": cfg.tensor_parallel_size, "max_model_len": window,
-            "kv_cache_tokens": max(cfg.sequences_per_step, DEFAULT_KV_SEQUENCES) * window}
+            "kv_cache_tokens": max(window, cfg.sequences_per_step * sequence, KV_FLOOR_TOKENS)}
 
 
 def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase: str, model: str,

@@ -248,7 +248,17 @@ def run_window(cfg, model_path, tokenizer) -> int:
         ConfigError: some domain level needs more than the model's window; the message
             names it, its token counts, and the levels of that domain that fit.
     """
+    return run_sizes(cfg, model_path, tokenizer)[0]
 
+
+def run_sizes(cfg, model_path, tokenizer) -> tuple[int, int]:
+    """(window, sequence): `run_window`'s window and the longest sequence the run's mix makes
+    (tokens: the largest `Need` with `HEADROOM` on its prompt, rounded up to `WINDOW_ROUND`,
+    within the window) — what a KV cache sized to the work holds per sequence.
+
+    Raises:
+        ConfigError: as `run_window`.
+    """
     needs = level_needs(cfg, model_path, tokenizer)
     model_window = context_window(model_path, default=DEFAULT_WINDOW_TOKENS)
     over = [n for n in needs if n.tokens > model_window]
@@ -263,6 +273,9 @@ def run_window(cfg, model_path, tokenizer) -> int:
             "or use a model with a longer window (`rlwb domains show "
             f"{worst.domain} --json` lists each level's prompt lengths)")
     if not needs:
-        return min(DEFAULT_WINDOW_TOKENS, model_window)
+        window = min(DEFAULT_WINDOW_TOKENS, model_window)
+        return window, window
     want = max(_round_up(n.tokens + (HEADROOM - 1) * n.prompt_max) for n in needs)
-    return min(model_window, max(DEFAULT_WINDOW_TOKENS, want, max(n.tokens for n in needs)))
+    longest = max(n.tokens for n in needs)
+    window = min(model_window, max(DEFAULT_WINDOW_TOKENS, want, longest))
+    return window, min(window, max(want, longest))

@@ -17,7 +17,7 @@ from trainer.metrics import rollout_metrics
 from trainer.scoring import rollout
 from trainer.tiny import with_window
 from trainer.window import (DEFAULT_WINDOW_TOKENS, PROMPT_SAMPLE_TASKS, prompt_lengths, prompt_token_counts,
-                            run_window)
+                            run_sizes, run_window)
 
 # with the tiny model's ~1000-token vocabulary: level 1 prompts fit its 1024 positions, level 2's don't
 LONG = "rotate_matrix"
@@ -72,6 +72,21 @@ def test_the_window_is_raised_where_the_model_allows_it(tiny_model_dir, tokenize
     window = run_window(cfg, wide, tokenizer)
     longest = max(prompt_token_counts(tokenizer, LONG, 2))
     assert longest + 64 <= window <= 8192 and window > DEFAULT_WINDOW_TOKENS and window % 256 == 0
+
+
+def test_the_kv_cache_is_sized_to_the_runs_sequences_not_its_window(tiny_model_dir, tokenizer):
+    from trainer.loop import engine_options
+    from trainer.rollout.base import KV_FLOOR_TOKENS
+
+    small = _cfg(tiny_model_dir, ["chain_sum"], max_new_tokens=32, eval_max_new_tokens=32)
+    window, sequence = run_sizes(small, tiny_model_dir, tokenizer)
+    longest = max(prompt_token_counts(tokenizer, "chain_sum", 1)) + 32
+    assert longest <= sequence < window == DEFAULT_WINDOW_TOKENS and sequence % 256 == 0
+    assert engine_options(small, tiny_model_dir, tokenizer)["kv_cache_tokens"] == KV_FLOOR_TOKENS  # 4 sequences
+    big = _cfg(tiny_model_dir, ["chain_sum"], max_new_tokens=32, eval_max_new_tokens=32, prompts_per_step=16,
+               group_size=8)
+    tokens = engine_options(big, tiny_model_dir, tokenizer)["kv_cache_tokens"]
+    assert tokens == 128 * sequence < 128 * window  # a step's sequences at their length, not the window's
 
 
 def test_episode_budget_over_the_model_window_is_refused(tiny_model_dir, tokenizer):

@@ -14,7 +14,8 @@ import torch
 
 from trainer.types import Completion
 
-DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU: this many sequences of a full window (the quickstart's step)
+DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU when not sized by the caller: this many full windows
+KV_FLOOR_TOKENS = 8192  # a run's KV cache holds at least this many tokens (a small run's eval batches: 32 x 256)
 
 #: ``on_group(i, completions)``: prompt i's n completions are done (see `RolloutEngine.generate`).
 GroupCallback = Callable[[int, list[Completion]], None]
