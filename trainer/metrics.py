@@ -10,6 +10,8 @@ Not covered: the learner's metrics (`trainer.learner`), timings (`trainer.pipeli
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import resource
 from collections import defaultdict
 from pathlib import Path
@@ -100,6 +102,29 @@ def sandbox_metrics(executions: list[dict], runtime) -> dict[str, float]:
     return out
 
 
+def release_free_memory() -> bool:
+    """glibc's ``malloc_trim(0)``: return the free pages of every malloc arena to the system.
+
+    glibc keeps the memory a phase freed (the learner's activations, a rollout's buffers) in
+    its arenas, so without this a process's RSS only grows over a run. Returns whether it ran
+    (False off glibc, e.g. on macOS, where the allocator returns memory itself)."""
+    libc = _libc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True
+
+
+@functools.cache
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # glibc only
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
 class PeakRSS:
     """The process's peak resident memory within a phase of a step: Linux's RSS high-water
     mark (``VmHWM``), reset at the start of the phase through ``/proc/self/clear_refs``.
@@ -111,6 +136,10 @@ class PeakRSS:
         self.resettable = Path("/proc/self/clear_refs").exists()
 
     def reset(self) -> None:
+        """Start a phase: hand the allocator's free heap pages back to the system first
+        (`release_free_memory`), so a phase's peak is its own and not the last phase's
+        leftovers, then reset the high-water mark."""
+        release_free_memory()
         if self.resettable:
             try:
                 Path("/proc/self/clear_refs").write_text("5")

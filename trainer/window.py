@@ -46,6 +46,7 @@ from core.errors import ConfigError, GenerationTimeout
 from trainer.episodes import episode_prompt
 from trainer.prompts import render_prompt
 from domains.long_docs.domain import PROMPT_OVERHEAD_TOKENS
+from trainer.config import RunConfig
 from trainer.models import context_window
 
 DEFAULT_WINDOW_TOKENS = 1024  # the engine window while every prompt fits in it (vLLM's max_model_len)
@@ -53,6 +54,7 @@ PROMPT_SAMPLE_TASKS = 16  # training-seed tasks measured per level before a laun
 MAX_TIMEOUTS = 2  # a level whose sample has this many generator timeouts is refused (a run would stall on it)
 HEADROOM = 1.25  # the window leaves this factor over the longest measured prompt, where the model allows
 WINDOW_ROUND = 256  # windows are rounded up to a multiple of this many tokens
+SEQUENCE_ROUND = 32  # a sequence's KV room is rounded up to this (the vLLM engine's KV block)
 _SAMPLE_SEED = 20261201  # the fixed RNG that picks the measured training seeds
 
 
@@ -253,7 +255,7 @@ def run_window(cfg, model_path, tokenizer) -> int:
 
 def run_sizes(cfg, model_path, tokenizer) -> tuple[int, int]:
     """(window, sequence): `run_window`'s window and the longest sequence the run's mix makes
-    (tokens: the largest `Need` with `HEADROOM` on its prompt, rounded up to `WINDOW_ROUND`,
+    (tokens: the largest `Need` with `HEADROOM` on its prompt, rounded up to `SEQUENCE_ROUND`,
     within the window) — what a KV cache sized to the work holds per sequence.
 
     Raises:
@@ -275,7 +277,8 @@ def run_sizes(cfg, model_path, tokenizer) -> tuple[int, int]:
     if not needs:
         window = min(DEFAULT_WINDOW_TOKENS, model_window)
         return window, window
-    want = max(_round_up(n.tokens + (HEADROOM - 1) * n.prompt_max) for n in needs)
+    padded = [n.tokens + (HEADROOM - 1) * n.prompt_max for n in needs]
     longest = max(n.tokens for n in needs)
-    window = min(model_window, max(DEFAULT_WINDOW_TOKENS, want, longest))
-    return window, min(window, max(want, longest))
+    window = min(model_window, max(DEFAULT_WINDOW_TOKENS, max(map(_round_up, padded)), longest))
+    sequence = SEQUENCE_ROUND * math.ceil(max(max(padded), longest) / SEQUENCE_ROUND)
+    return window, min(window, sequence)

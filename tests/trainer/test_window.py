@@ -81,7 +81,7 @@ def test_the_kv_cache_is_sized_to_the_runs_sequences_not_its_window(tiny_model_d
     small = _cfg(tiny_model_dir, ["chain_sum"], max_new_tokens=32, eval_max_new_tokens=32)
     window, sequence = run_sizes(small, tiny_model_dir, tokenizer)
     longest = max(prompt_token_counts(tokenizer, "chain_sum", 1)) + 32
-    assert longest <= sequence < window == DEFAULT_WINDOW_TOKENS and sequence % 256 == 0
+    assert longest <= sequence < window == DEFAULT_WINDOW_TOKENS and sequence % 32 == 0
     assert engine_options(small, tiny_model_dir, tokenizer)["kv_cache_tokens"] == KV_FLOOR_TOKENS  # 4 sequences
     big = _cfg(tiny_model_dir, ["chain_sum"], max_new_tokens=32, eval_max_new_tokens=32, prompts_per_step=16,
                group_size=8)
