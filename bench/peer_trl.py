@@ -1,7 +1,8 @@
 """A peer, side by side: TRL's GRPOTrainer against `rlwb run` on the quickstart's workload.
 
     python bench/peer_trl.py           # configs/quickstart.yaml's workload, 1 warm-up + 3 timed steps each
-    python bench/peer_trl.py --quick   # 2 prompts x 4, 16 new tokens, 1 warm-up + 1 timed step each
+    python bench/peer_trl.py --quick   # 2 prompts x 4, 16 new tokens, 1 warm-up + 1 timed step each: ~2 min
+                                       # (vLLM's start and TRL's model load are most of it; not under a minute)
 
 TRL (``trl==1.16.0``) runs in its own virtual environment under the cache
 (``~/.cache/rlwb/peer-trl``), which this bench creates and installs on first use, never

@@ -225,7 +225,9 @@ class DeepSpeedLearner:
         if batching == "packed":
             check_packing(model)
         if cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
+            # non-reentrant: with LoRA the layers' inputs need no grad, and the reentrant form would then
+            # give the adapters inside each checkpointed layer no gradient at all
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.ref_model = None
         if cfg.kl_coef > 0 and not self.lora:  # LoRA: the reference is the base, adapter off
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
