@@ -2,6 +2,7 @@
 
     python bench/shared_prefix.py            # SmolLM2-135M: the quickstart workload, then a long-document one
     python bench/shared_prefix.py --quick    # the tiny random model, both workloads, 1 timed pair each: < 1 minute
+    python bench/shared_prefix.py --device cuda --model DIR   # on a GPU, any HF checkpoint of the same tokenizer
 
 Two workloads, each on one `trainer.learner.DeepSpeedLearner` in one process, stepping the
 same batches with batching "packed" (whole sequences end to end) and "shared_prefix"
@@ -37,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from bench.learner_mfu import QUICK_CONFIG, build_batches, cpu_features, load_average, measure  # noqa: E402
+from bench.learner_mfu import (QUICK_CONFIG, build_batches, cpu_features, load_average, measure,  # noqa: E402
+                               pick_device)
 
 MODES = ("packed", "shared_prefix")
 # micro-batch 2: a packed micro-batch holds up to 2 x T tokens (T ~1.7k here); 8 such rows took 23 GB
@@ -58,6 +60,7 @@ def workload(name: str, cfg, tokenizer, steps: int, completion_tokens: int | Non
           f"kl_coef {cfg.kl_coef:g}, {cfg.dtype}; mean sequence {statistics.mean(prompt):.0f} tokens; "
           f"{torch.get_num_threads()} threads", flush=True)
     learner = DeepSpeedLearner(model_path, cfg)
+    print(f"  learner on {learner.device}", flush=True)
     try:
         runs = measure(learner, batches, MODES)
     finally:
@@ -67,7 +70,8 @@ def workload(name: str, cfg, tokenizer, steps: int, completion_tokens: int | Non
         print(f"  {mode:13s} step {seconds / len(rows):7.2f} s  logical {sum(r['tokens'] for r in rows) / seconds:8.1f} "
               f"tok/s  computed {sum(r['computed'] for r in rows) / seconds:8.1f} tok/s  "
               f"({sum(r['computed'] for r in rows) / sum(r['tokens'] for r in rows):.2f} of the logical tokens)  "
-              f"peak RSS {max(r['rss'] for r in rows) / 2**30:.2f} GiB", flush=True)
+              f"peak RSS {max(r['rss'] for r in rows) / 2**30:.2f} GiB"
+              + (f", CUDA peak {max(r['gpu'] for r in rows) / 2**30:.2f} GiB" if rows[0]["gpu"] else ""), flush=True)
     pairs = [a["seconds"] / b["seconds"] for a, b in zip(runs["packed"], runs["shared_prefix"])]
     print(f"  packed / shared-prefix step time per pair: {' '.join(f'{r:.2f}' for r in pairs)}", flush=True)
     return statistics.median(pairs)
@@ -79,10 +83,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="the tiny random model, 1 timed pair per workload")
     ap.add_argument("--workload", choices=["both", "quickstart", "long"], default="both",
                     help="which workloads to run (the last line's ratio is the quickstart's, else the long one's)")
+    ap.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"],
+                    help="learner device (DeepSpeed's accelerator): auto picks CUDA when torch sees a GPU")
+    ap.add_argument("--model", default=None,
+                    help="an HF checkpoint directory to use instead of the quickstart's model (not with --quick)")
     args = ap.parse_args(argv)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    if args.quick and args.model:
+        ap.error("--model and --quick exclude each other (--quick builds the tiny random model)")
+    if pick_device(args.device) == "cpu":
+        os.environ["DS_ACCELERATOR"] = "cpu"  # DeepSpeed would pick CUDA where there is one
     from transformers import AutoTokenizer
 
     from trainer.config import load_config, parse_config
@@ -98,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
             quick = parse_config({**QUICK_CONFIG, "model": str(model_path)})
         else:
             quick = load_config("configs/quickstart.yaml")
-            model_path = resolve_model(quick.model)
+            model_path = resolve_model(args.model or quick.model)
+            quick = parse_config({**quick.model_dump(), "model": str(model_path)})
         long_cfg = parse_config({**load_config("configs/long_context.yaml").model_dump(), **LONG,
                                  "model": str(model_path)})
         tokenizer = AutoTokenizer.from_pretrained(model_path)

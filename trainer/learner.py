@@ -253,6 +253,8 @@ class DeepSpeedLearner:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config
         )
         self.device = self.engine.device
+        if self.ref_model is not None:  # DeepSpeed moved the policy to its accelerator; the reference follows
+            self.ref_model.to(self.device)
         self.steps_done = int(steps_done)
         if steps_done:  # LambdaLR keeps its position in last_epoch; the optimizer's lr follows it
             self.scheduler.last_epoch = self.steps_done

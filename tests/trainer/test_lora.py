@@ -56,8 +56,8 @@ def test_only_the_adapters_train_and_the_reference_is_the_base(stepped):
     assert set(merged) == set(base)  # plain HF names, no adapter tensors
     frozen = {k: v for k, v in learner.module.get_base_model().state_dict().items() if ".lora_" not in k}
     for k, v in frozen.items():  # the base weights did not move
-        assert torch.equal(v, base[k.replace(".base_layer.", ".")]), k
-    moved = [k for k in base if not torch.equal(merged[k], base[k])]
+        assert torch.equal(v.cpu(), base[k.replace(".base_layer.", ".")]), k
+    moved = [k for k in base if not torch.equal(merged[k].cpu(), base[k])]
     assert moved and all("proj" in k for k in moved)  # the adapted layers' merged weights changed
 
 
@@ -97,8 +97,9 @@ def test_a_checkpoint_holds_merged_weights_and_the_adapter_and_resumes(stepped, 
     try:
         assert (resumed.logprobs(batch) - want).abs().max().item() < 1e-5
         with torch.no_grad(), resumed.module.disable_adapter():  # its reference is still the base
-            base_lp, _ = token_logprobs(resumed.module, batch.input_ids, batch.attention_mask)
-        assert ((base_lp * batch.completion_mask) - want).abs().max().item() > 1e-3
+            base_lp, _ = token_logprobs(resumed.module, batch.input_ids.to(resumed.device),
+                                        batch.attention_mask.to(resumed.device))
+        assert ((base_lp.cpu() * batch.completion_mask) - want).abs().max().item() > 1e-3
     finally:
         resumed.close()
     with pytest.raises(ConfigError, match="holds no LoRA adapter"):

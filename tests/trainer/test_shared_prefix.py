@@ -154,6 +154,8 @@ def test_shared_prefix_step_equals_padded_step(tiny_model_dir, kl_coef):
             assert max((sa[k] - sb[k]).abs().max().item() for k in sa) < 0.05 * cfg.learning_rate
         if kl_coef:
             assert b["kl"] > 0
+            # the frozen reference runs where the policy runs (on a GPU it was left on the CPU once)
+            assert next(padded.ref_model.parameters()).device == padded.device
     finally:
         shared.close()
         padded.close()
