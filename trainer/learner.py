@@ -53,6 +53,7 @@ import torch
 
 from trainer.config import RunConfig
 from core.errors import ConfigError
+from trainer import prefix_attention
 from trainer.algorithms.grpo import LossOutput, policy_loss
 from trainer.checkpoints import replace_durably
 from trainer.logprobs import (check_packing, first_completion_column, packed_token_logprobs, shared_prefix_error,
@@ -217,6 +218,7 @@ class DeepSpeedLearner:
         if self.lora:
             model = _with_adapter(model, cfg, init_from)
         if batching == "shared_prefix":
+            prefix_attention.enable(model)  # by the group's parts, not under a dense mask (SDPA models)
             err = shared_prefix_error(model)
             if not err < 1e-3:
                 print(f"[learner] shared-prefix batching scores differently from padded on this model (max "
@@ -232,6 +234,8 @@ class DeepSpeedLearner:
         if cfg.kl_coef > 0 and not self.lora:  # LoRA: the reference is the base, adapter off
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
             self.ref_model.requires_grad_(False)
+            if self.batching == "shared_prefix":
+                prefix_attention.enable(self.ref_model)
         n = cfg.sequences_per_step
         ds_config = {
             "train_batch_size": n,
@@ -384,11 +388,12 @@ class DeepSpeedLearner:
         ref_lp = None
         if self.has_reference:
             with self._reference() as ref:
-                ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(),
-                                                  ids, pos, index, targets, temperature=temp, attention_mask=allow)
+                ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(), ids, pos, index, targets,
+                                                  temperature=temp, attention_mask=allow, segments=micro.segments)
                 ref_lp = ref_lp.unsqueeze(1)
         logp, ent = packed_token_logprobs(self.engine, self.module.get_output_embeddings(), ids, pos, index,
-                                          targets, with_entropy=True, temperature=temp, attention_mask=allow)
+                                          targets, with_entropy=True, temperature=temp, attention_mask=allow,
+                                          segments=micro.segments)
         out = policy_loss(
             logp.unsqueeze(1), micro.old_logprobs.to(dev).unsqueeze(1), micro.advantages.to(dev), mask,
             clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,

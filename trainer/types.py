@@ -254,10 +254,13 @@ class LearnerBatch:
         allow = torch.zeros((len(bins), width, width), dtype=torch.bool)
         causal = torch.ones(width, width, dtype=torch.bool).tril()
         index, targets, old, adv, mask = [], [], [], [], []
+        layout = []
         for r, b in enumerate(bins):
             offset = 0
+            row = []
             for seg in b:
                 p = prefix[seg[0]]
+                row.append((offset, p, tuple(lengths[i] - p for i in seg)))
                 ids[r, offset : offset + p] = self.input_ids[seg[0], :p]
                 pos[r, offset : offset + p] = torch.arange(p)
                 allow[r, offset : offset + p, offset : offset + p] = causal[:p, :p]
@@ -279,11 +282,13 @@ class LearnerBatch:
                     mask.append(self.completion_mask[i, cols])
                     cursor += k
                 offset = cursor
+            layout.append(tuple(row))
             pos[r, offset:] = torch.arange(width - offset)  # the tail: a causal block of its own
             allow[r, offset:, offset:] = causal[: width - offset, : width - offset]
         return PackedMicroBatch(ids, pos, torch.cat(index), torch.cat(targets), torch.cat(old),
                                 torch.cat(adv), torch.cat(mask), num_sequences=sum(len(seg) for b in bins for seg in b),
-                                num_tokens=sum(seg_tokens(seg) for b in bins for seg in b), attention_mask=allow)
+                                num_tokens=sum(seg_tokens(seg) for b in bins for seg in b), attention_mask=allow,
+                                segments=tuple(layout))
 
     @classmethod
     def from_samples(cls, samples: list[Sample], pad_id: int) -> "LearnerBatch":
@@ -359,6 +364,9 @@ class PackedMicroBatch:
             (`LearnerBatch.packed_micro_batches`); else (R, C, C) bool, True where the query
             position (dim 1) may attend to the key position (dim 2)
             (`LearnerBatch.shared_prefix_micro_batches`).
+        segments: None, or for a shared-prefix micro-batch, per row a tuple of
+            (offset, prefix length, completion lengths) per group in column order: the same
+            layout as `attention_mask`, for `trainer.prefix_attention.PrefixLayout`.
     """
 
     input_ids: torch.Tensor
@@ -371,6 +379,7 @@ class PackedMicroBatch:
     num_sequences: int
     num_tokens: int
     attention_mask: torch.Tensor | None = None
+    segments: tuple | None = None
 
     @property
     def padding_share(self) -> float:

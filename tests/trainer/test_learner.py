@@ -42,7 +42,9 @@ def test_partial_batches_take_one_exact_step(learners):
         assert small.engine.global_steps == big.engine.global_steps == steps
         assert m_small["grad_norm"] == pytest.approx(m_big["grad_norm"], rel=1e-4)
         assert m_small["loss"] == pytest.approx(m_big["loss"], rel=1e-4, abs=1e-6)
-        assert _max_diff(small, big) < 1e-5
+        # Adam's first steps turn rounding in near-zero gradients into visible moves: 5% of lr 1e-3
+        # (measured 8e-6 under the dense mask, 1.5e-5 attending by parts; a wrong gradient moves ~lr)
+        assert _max_diff(small, big) < 5e-5
     moved = max((v - before[k]).abs().max().item() for k, v in small.module.state_dict().items())
     assert moved > 1e-4, "three optimizer steps should move the weights"
 

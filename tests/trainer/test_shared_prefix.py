@@ -73,12 +73,21 @@ def test_a_completion_never_sees_another_completion_of_its_group():
             assert sorted(pos[keys].tolist()) == list(range(int(pos[q]) + 1))
 
 
-@pytest.fixture(scope="module", params=["sdpa", "eager"])
+@pytest.fixture(scope="module", params=["sdpa", "eager", "by parts"])
 def tiny_lm(tiny_model_dir, request):
+    """The tiny model attending with SDPA or eager under the dense mask, or by the groups'
+    parts (`trainer.prefix_attention`, what the learner switches an SDPA model to)."""
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32,
-                                                attn_implementation=request.param).eval()
+    from trainer import prefix_attention
+
+    by_parts = request.param == "by parts"
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32,
+                                                 attn_implementation="sdpa" if by_parts else request.param).eval()
+    assert prefix_attention.enable(model) == (request.param != "eager")
+    if not by_parts:
+        model.set_attn_implementation(request.param)
+    return model
 
 
 def _shared_logprobs(model, batch: LearnerBatch, rows: int, temperature: float = 1.0,
@@ -90,7 +99,8 @@ def _shared_logprobs(model, batch: LearnerBatch, rows: int, temperature: float =
         with torch.no_grad():
             lp, _ = packed_token_logprobs(model, model.get_output_embeddings(), m.input_ids, m.position_ids,
                                           m.logit_index, m.targets, temperature=temperature,
-                                          attention_mask=m.attention_mask if mask else None)
+                                          attention_mask=m.attention_mask if mask else None,
+                                          segments=m.segments if mask else None)
         for value, old in zip(lp, m.old_logprobs):  # back where its old logprob came from (distinct)
             out[batch.old_logprobs == old] = value
     return out * batch.completion_mask
@@ -113,9 +123,55 @@ def test_shared_prefix_logprobs_equal_padded_logprobs(tiny_lm, temperature):
 def test_the_start_up_check_passes_here_and_catches_a_model_that_ignores_the_mask(tiny_lm, monkeypatch):
     from trainer import logprobs
 
+    from trainer import prefix_attention
+
     assert logprobs.shared_prefix_error(tiny_lm) < 1e-4
-    monkeypatch.setattr(logprobs, "model_attention_mask", lambda model, allow: None)  # attention ignores it
+    if tiny_lm.config._attn_implementation == prefix_attention.ATTENTION:  # attention by parts ignores the layout
+        monkeypatch.setattr(prefix_attention, "_row", lambda q, k, v, segments, end, scaling: torch.nn.functional.
+                            scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling))
+    else:
+        monkeypatch.setattr(logprobs, "model_attention_mask", lambda model, allow: None)  # attention ignores it
     assert logprobs.shared_prefix_error(tiny_lm) > 1e-3
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_attention_by_parts_equals_sdpa_under_the_dense_mask(kv_heads):
+    """Rows holding several groups (one with an empty completion, one with a single sample)
+    and an unused tail, grouped-query attention: the same output and input gradients."""
+    import torch.nn.functional as F
+
+    from trainer.prefix_attention import PrefixLayout, shared_prefix_attention
+
+    g = torch.Generator().manual_seed(0)
+    samples = []  # groups of (prompt tokens, completion tokens per sample); 0: a sample with no completion
+    for group, (p, lengths) in enumerate(((20, (10, 8, 6)), (4, (3,)), (5, (0,)), (6, (4, 5)))):
+        prompt = torch.randint(3, 1000, (p,), generator=g).tolist()
+        for index, c in enumerate(lengths):
+            samples.append(Sample("basic_arithmetic", group, group, index, "p", prompt,
+                                  Completion(torch.randint(3, 1000, (c,), generator=g).tolist(), [-1.0] * c, "x",
+                                             "length"), advantage=1.0))
+    micros = (LearnerBatch.from_samples(samples, pad_id=0).shared_prefix_micro_batches(4)
+              + _batch().shared_prefix_micro_batches(2))
+    segments = [row for m in micros for row in m.segments]
+    assert any(len(row) > 1 for row in segments) and any(0 in seg[2] for row in segments for seg in row)
+    assert any(row[-1][0] + row[-1][1] + sum(row[-1][2]) < m.input_ids.shape[1] for m in micros for row in m.segments)
+    for m in micros:
+        rows, width = m.input_ids.shape
+        q = torch.randn(rows, 4, width, 8, generator=g, requires_grad=True)
+        k = torch.randn(rows, kv_heads, width, 8, generator=g, requires_grad=True)
+        v = torch.randn(rows, kv_heads, width, 8, generator=g, requires_grad=True)
+        rep = 4 // kv_heads
+        want = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1),
+                                              attn_mask=m.attention_mask.unsqueeze(1), scale=0.3).transpose(1, 2)
+        layout = PrefixLayout.build(m.segments, width, "cpu")
+        got, weights = shared_prefix_attention(torch.nn.Module(), q, k, v, None, scaling=0.3, prefix_layout=layout)
+        assert weights is None and got.shape == want.shape == (rows, width, 4, 8)
+        assert (got - want).abs().max().item() < 1e-5
+        w = torch.randn(want.shape, generator=g)
+        grads_want = torch.autograd.grad((want * w).sum(), (q, k, v))
+        grads_got = torch.autograd.grad((got * w).sum(), (q, k, v))
+        for a, b in zip(grads_got, grads_want):
+            assert (a - b).abs().max().item() < 1e-5
 
 
 def test_shared_prefix_loss_has_the_padded_gradient(tiny_model_dir):
@@ -144,6 +200,9 @@ def test_shared_prefix_step_equals_padded_step(tiny_model_dir, kl_coef):
     padded = DeepSpeedLearner(tiny_model_dir, cfg, batching="padded")
     try:
         assert shared.batching == "shared_prefix"
+        from trainer.prefix_attention import ATTENTION
+
+        assert shared.module.config._attn_implementation == ATTENTION  # attends by parts, not under the mask
         for seed in (0, 1):
             a, b = shared.step(_batch(seed)), padded.step(_batch(seed))
             for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio_mean", "grad_norm"):
