@@ -185,7 +185,9 @@ class DeepSpeedLearner:
             "packed" (padding-free micro-batches of up to ``micro_batch_size`` rows of T
             tokens) or "padded" (``micro_batch_size`` right-padded sequences per micro-batch,
             grouped by length); see the module docstring. "shared_prefix" on a model whose
-            attention can't take its mask falls back to "packed" with a notice on stderr.
+            attention can't take its mask falls back to "packed" with a notice on stderr. On
+            the CPU an SDPA model then attends by each group's parts, not under the dense
+            block mask (`trainer.prefix_attention`; ``self.by_parts``).
 
     Raises:
         ConfigError: for a ZeRO stage the weight sync can't serve (3), an unknown
@@ -200,6 +202,7 @@ class DeepSpeedLearner:
         if batching not in BATCHINGS:
             raise ConfigError(f"batching must be one of {BATCHINGS}, got {batching!r}; use batching='packed'")
         import deepspeed
+        from deepspeed.accelerator import get_accelerator
         from transformers import AutoModelForCausalLM
 
         self.cfg, self.batching = cfg, batching
@@ -217,13 +220,19 @@ class DeepSpeedLearner:
                                                      dtype=torch.float32)
         if self.lora:
             model = _with_adapter(model, cfg, init_from)
+        # attention by the groups' parts instead of under the dense block mask on the CPU (bench/shared_prefix.py's
+        # long-document step: 26.2 s against 29.6 s); on an H200 at 1.6k-token prompts it measured slower (0.39 s
+        # against 0.26 s a step: many small kernel launches), so CUDA keeps the dense mask
+        self.by_parts = batching == "shared_prefix" and get_accelerator().device_name() == "cpu"
         if batching == "shared_prefix":
-            prefix_attention.enable(model)  # by the group's parts, not under a dense mask (SDPA models)
+            if self.by_parts:
+                self.by_parts = prefix_attention.enable(model)  # SDPA models only
             err = shared_prefix_error(model)
             if not err < 1e-3:
                 print(f"[learner] shared-prefix batching scores differently from padded on this model (max "
                       f"logprob difference {err:.3g} nats); using batching='packed'", file=sys.stderr, flush=True)
                 batching = self.batching = "packed"
+                self.by_parts = False
         if batching == "packed":
             check_packing(model)
         if cfg.gradient_checkpointing:
@@ -234,7 +243,7 @@ class DeepSpeedLearner:
         if cfg.kl_coef > 0 and not self.lora:  # LoRA: the reference is the base, adapter off
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
             self.ref_model.requires_grad_(False)
-            if self.batching == "shared_prefix":
+            if self.by_parts and self.batching == "shared_prefix":
                 prefix_attention.enable(self.ref_model)
         n = cfg.sequences_per_step
         ds_config = {
