@@ -223,9 +223,9 @@ class DeepSpeedLearner:
         # attention by the groups' parts instead of under the dense block mask on the CPU (bench/shared_prefix.py's
         # long-document step: 26.2 s against 29.6 s); on an H200 at 1.6k-token prompts it measured slower (0.39 s
         # against 0.26 s a step: many small kernel launches), so CUDA keeps the dense mask
-        self.by_parts = batching == "shared_prefix" and get_accelerator().device_name() == "cpu"
+        self.by_parts = False
         if batching == "shared_prefix":
-            if self.by_parts:
+            if get_accelerator().device_name() == "cpu":
                 self.by_parts = prefix_attention.enable(model)  # SDPA models only
             err = shared_prefix_error(model)
             if not err < 1e-3:
@@ -243,7 +243,7 @@ class DeepSpeedLearner:
         if cfg.kl_coef > 0 and not self.lora:  # LoRA: the reference is the base, adapter off
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
             self.ref_model.requires_grad_(False)
-            if self.by_parts and self.batching == "shared_prefix":
+            if self.by_parts:
                 prefix_attention.enable(self.ref_model)
         n = cfg.sequences_per_step
         ds_config = {

@@ -24,6 +24,7 @@ softcap or attention sinks) it is transformers' own SDPA with the mask it was gi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -65,8 +66,10 @@ class PrefixLayout:
     width: int
 
     @classmethod
+    @functools.lru_cache(maxsize=4)
     def build(cls, segments: tuple, width: int, device: torch.device | str) -> "PrefixLayout":
-        """The layout of `PackedMicroBatch.segments` on `device`.
+        """The layout of `PackedMicroBatch.segments` on `device`, built once per micro-batch
+        (cached: the reference's forward and the policy's score the same layout).
 
         Args:
             segments: per row, a tuple of (offset, prefix length, completion lengths) in
@@ -98,11 +101,6 @@ class PrefixLayout:
             rows.append(out)
             ends.append(end)
         return cls(rows, ends, width)
-
-
-def _repeat_kv(x: torch.Tensor, heads: int) -> torch.Tensor:
-    """(B, Hkv, T, D) -> (B, heads, T, D), each key/value head shared by heads / Hkv queries."""
-    return x if x.shape[1] == heads else x.repeat_interleave(heads // x.shape[1], dim=1)
 
 
 def _row(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, segments: list[_Segment], end: int,
@@ -148,19 +146,19 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
     Returns:
         ((R, C, H, D) attention output, None): no attention weights.
     """
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
     layout = kwargs.pop("prefix_layout", None)
     plain = (layout is None or (dropout and module.training) or kwargs.get("sliding_window") is not None
              or kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None)
     if plain:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     if query.shape[2] != layout.width or len(layout.rows) != query.shape[0]:
         raise ValueError(f"prefix_layout is for {len(layout.rows)} rows of {layout.width} columns, the queries are "
                          f"{query.shape[0]} rows of {query.shape[2]}")
     heads = query.shape[1]
-    key, value = _repeat_kv(key, heads), _repeat_kv(value, heads)
+    key, value = repeat_kv(key, heads // key.shape[1]), repeat_kv(value, heads // value.shape[1])
     out = torch.stack([_row(query[r], key[r], value[r], layout.rows[r], layout.ends[r], scaling)
                        for r in range(query.shape[0])])
     return out.transpose(1, 2).contiguous(), None
