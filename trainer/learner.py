@@ -91,18 +91,23 @@ def _with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path 
 def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """The weights of a peft LoRA model as the plain HF model would name and hold them: each
     adapted layer's W + its delta (alpha / r x B A), the adapters themselves left out.
-    Nothing in `model` changes."""
+    Nothing in `model` changes. Lazy: a merged weight is made when it is consumed, so the
+    extra memory is one weight's (bytes), not the model's, for a consumer that doesn't keep
+    them (`VLLMEngine.update_weights`)."""
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
-    deltas = {f"{name}.base_layer.weight": module.get_delta_weight(module.active_adapters[0])
-              for name, module in base.named_modules() if isinstance(module, LoraLayer) and module.merged is False}
+    # the layers, not their deltas: a delta is made when its weight is yielded, so at most
+    # one merged weight (and its delta) exists beside the model at a time
+    adapted = {f"{name}.base_layer.weight": module
+               for name, module in base.named_modules() if isinstance(module, LoraLayer) and module.merged is False}
     for name, t in base.state_dict().items():
         if ".lora_" in name:
             continue
         t = t.detach()
-        if name in deltas:
-            t = t + deltas[name].to(t.dtype)
+        if name in adapted:
+            layer = adapted[name]
+            t = t + layer.get_delta_weight(layer.active_adapters[0]).to(t.dtype)
         yield name.replace(".base_layer.", "."), t
 
 

@@ -61,6 +61,25 @@ def test_only_the_adapters_train_and_the_reference_is_the_base(stepped):
     assert moved and all("proj" in k for k in moved)  # the adapted layers' merged weights changed
 
 
+def test_merged_weights_are_made_one_at_a_time(stepped, monkeypatch):
+    """The sync's memory: a merged weight is made when it is consumed, so a consumer that
+    doesn't keep them (vLLM's in-place reload) holds one beside the model, not a copy of it."""
+    from peft.tuners.lora import Linear
+
+    learner, _, _ = stepped
+    made = []
+    real = Linear.get_delta_weight
+    monkeypatch.setattr(Linear, "get_delta_weight", lambda self, name: made.append(1) or real(self, name))
+    weights = learner.named_weights()
+    assert made == []  # nothing made before it is asked for
+    seen = 0
+    for name, _ in weights:
+        seen += 1
+        assert len(made) <= seen  # never ahead of the consumer
+    adapted = sum(1 for m in learner.module.modules() if isinstance(m, Linear))
+    assert len(made) == adapted > 0
+
+
 def test_the_engine_scores_like_the_learner_after_the_merged_sync(stepped, tiny_model_dir):
     pytest.importorskip("vllm")
     from trainer.rollout import open_engine

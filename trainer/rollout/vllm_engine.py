@@ -30,7 +30,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -96,7 +96,7 @@ def kv_bytes_per_token(model_path: str | Path, dtype: str) -> int:
     return per_token * (4 if dtype == "float32" else 2)
 
 
-def _reload_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> None:
+def _reload_on_worker(worker, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
     """Runs inside the vLLM worker: reload its model weights in place (HF names)."""
     worker.reload_weights(weights_iterator=iter(weights))
 
@@ -292,7 +292,10 @@ class VLLMEngine(RolloutEngine):
         Raises:
             EngineError: if the worker rejects a name or shape.
         """
-        weights = [(k, v.detach()) for k, v in named_tensors]
+        # a generator, not a list: the engine runs in this process, so vLLM reloads each
+        # tensor as it comes; a LoRA learner merges one weight at a time and a list would
+        # hold a whole merged copy of the model (~0.5 GB for SmolLM2-135M) at once
+        weights = ((k, v.detach()) for k, v in named_tensors)
         try:
             self._llm.collective_rpc(_reload_on_worker, args=(weights,))
         except Exception as e:
