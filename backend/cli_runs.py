@@ -20,6 +20,7 @@ import argparse
 import json
 
 from backend.cli_common import isolation_notice, open_store, positive
+from trainer.phases import phase_timeline
 
 
 def _rlwb(args) -> str:
@@ -123,6 +124,11 @@ def cmd_runs_show(args) -> int:
         return 0
     for key in ("id", "name", "status", "step", "total_steps", "created_at", "started_at", "finished_at", "error"):
         print(f"{key:>12}: {run.get(key)}")
+    timeline = phase_timeline(store.run_phases(args.run_id), run["total_steps"])
+    if timeline:  # where the time went (the Runs page's line)
+        live = run["status"] == "running"
+        print(f"{'phases':>12}: " + " -> ".join(f"{e['label']} {e['seconds']:.0f}s" + (" (now)" if e["live"] and live else "")
+                                               for e in timeline))
     last: dict[str, tuple[int, float]] = {}
     for row in store.run_metrics(args.run_id):
         last[row["name"]] = (row["step"], row["value"])

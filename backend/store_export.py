@@ -9,7 +9,7 @@ with ``zcat`` and ``jq``:
 - line 1, the header: ``{"format": "rlwb-run", "version": 1, "schema_version": 7,
   "run_id": ..., "exported_at": ...}``;
 - one line per row: ``{"table": "trajectories", "row": {column: value, ...}}``, for the
-  tables in `RUN_TABLES` (the run row with its resolved config, metrics, trajectories with
+  tables in `RUN_TABLES` (the run row with its resolved config, its phases, metrics, trajectories with
   their turns and retrieval records, checkpoint records, evaluations, sandbox executions,
   the sandbox pool state, and the run's own held-out evaluations with every completion:
   ``eval_runs`` rows with a ``phase`` and their ``eval_samples``), each row exactly as
@@ -48,7 +48,7 @@ EXPORT_FORMAT = "rlwb-run"
 EXPORT_VERSION = 1
 SUFFIX = ".rlwb.jsonl.gz"
 #: The tables a run's rows live in, in insertion order (the run row first: foreign keys).
-RUN_TABLES = ("runs", "metrics", "trajectories", "checkpoints", "evaluations", "sandbox_executions",
+RUN_TABLES = ("runs", "run_phases", "metrics", "trajectories", "checkpoints", "evaluations", "sandbox_executions",
               "sandbox_pools", "eval_runs", "eval_samples")
 #: Tables read by their own query (the run's id as its one argument): only the run's own
 #: held-out evaluations (`trainer.evaluate`), not `rlwb eval`'s of its checkpoints.

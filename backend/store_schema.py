@@ -261,11 +261,22 @@ def _migrate_14(db: sqlite_utils.Database) -> None:
     db["domain_validations"].add_column("domain_version", str)
 
 
+def _migrate_15(db: sqlite_utils.Database) -> None:
+    """Version 15: the phases a run's processes went through (`trainer.phases.RUN_PHASES`),
+    one row each as it enters it, with the training step it belongs to (``at_step``: 0
+    before training), and an end row when a process finishes, stops or fails, so the page
+    says what a run is doing and where its time went. A history of wall-clock time: kept
+    when a run resumes (its discarded steps did take that time)."""
+    db["run_phases"].create({"run_id": str, "phase": str, "at_step": int, "started_at": str},
+                            foreign_keys=[("run_id", "runs", "id")], not_null={"phase", "at_step", "started_at"})
+    db["run_phases"].create_index(["run_id"])
+
+
 # version -> function that upgrades a database at version-1 to version. Append, never edit.
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6,
     7: _migrate_7, 8: _migrate_8, 9: _migrate_9, 10: _migrate_10, 11: _migrate_11,
-    12: _migrate_12, 13: _migrate_13, 14: _migrate_14}
+    12: _migrate_12, 13: _migrate_13, 14: _migrate_14, 15: _migrate_15}
 
 #: The tables holding rows of one step of a training run, each with a ``run_id`` and an
 #: integer ``step`` column. Resuming a run from a step's checkpoint deletes their rows of
@@ -277,8 +288,9 @@ STEP_TABLES = ("trajectories", "metrics", "sandbox_executions", "checkpoints", "
 #: Tables whose rows belong to a row of a `STEP_TABLES` table: table -> (its column, the
 #: parent table, the parent's key); deleted with their parent rows.
 STEP_CHILD_TABLES = {"eval_samples": ("eval_id", "eval_runs", "id")}
-#: Tables with a ``run_id`` column that hold one row per run, not per step: kept on resume.
-#: ``sandbox_pools``: the latest state of the run's pool, overwritten by the resumed run.
-RUN_LEVEL_TABLES = ("sandbox_pools",)
+#: Tables with a ``run_id`` column whose rows belong to the run as a whole, not to a step:
+#: kept on resume. ``sandbox_pools``: the latest state of the run's pool, overwritten by the
+#: resumed run; ``run_phases``: the history of its processes' phases, appended to.
+RUN_LEVEL_TABLES = ("sandbox_pools", "run_phases")
 # A new table with a run_id column goes in STEP_TABLES or RUN_LEVEL_TABLES, one that refers
 # to a step table's rows in STEP_CHILD_TABLES: tests/backend/test_store.py walks the schema.

@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from backend.store import Store
+# the Runs page reads a run's phases through here
+from trainer.phases import current_phase, expected_seconds, phase_timeline  # noqa: F401
 from domains.registry import registry
 from domains.validation import current_validations
 from domains.tools.env import CONTRACT_ERRORS
@@ -108,6 +110,45 @@ def run_duration(run: dict, now: datetime | None = None) -> float | None:
         return None
     end = _parse(run.get("finished_at")) or now or datetime.now(timezone.utc)
     return (end - start).total_seconds()
+
+
+#: Lines a run's process log prints on every CPU run that say nothing is wrong: (pattern,
+#: why it is harmless). The page hides them (the file keeps them) and says how many it hid.
+HARMLESS_LOG_LINES = (
+    (r"Triton is not installed|Triton is installed, but doesn't include CPU|Model Runner V2 requires Triton",
+     "vLLM's CPU build runs without Triton"),
+    (r"(libtcmalloc|libiomp) is not found in LD_PRELOAD", "vLLM suggests an allocator it can go without"),
+    (r"NUMA binding: Using MEMBIND policy", "vLLM binds memory to this machine's one NUMA node"),
+    (r"doesn't allow to use `torch.set_num_threads` after the thread binding|OMP_NUM_THREADS=\d+ is set",
+     "vLLM keeps the threads it was given"),
+    (r"Setting accelerator to CPU", "DeepSpeed found no GPU: the CPU is expected here"),
+    (r"Passing raw prompts to InputProcessor is deprecated|`torch.distributed.reduce_op` is deprecated|"
+     r"Reset SSM cache type", "a library's notice to its own developers"),
+    (r"The global random seed is set to \d+", "the run seeds vLLM on purpose"),
+)
+
+
+def readable_log(lines: list[str]) -> tuple[list[str], dict[str, int]]:
+    """A process log's lines without the known-harmless ones (`HARMLESS_LOG_LINES`).
+
+    Returns:
+        (the lines kept, in order; why -> how many lines were hidden for that reason).
+    """
+    kept, hidden = [], {}
+    last = None  # why the line before was hidden: Python's warnings echo their source line, indented, next
+    for line in lines:
+        why = next((w for pattern, w in _HARMLESS if pattern.search(line)), None)
+        if why is None and last is not None and line.startswith("  ") and line.strip():
+            why = last
+        if why is None:
+            kept.append(line)
+        else:
+            hidden[why] = hidden.get(why, 0) + 1
+        last = why
+    return kept, hidden
+
+
+_HARMLESS = [(re.compile(p), why) for p, why in HARMLESS_LOG_LINES]
 
 
 def runs_table(store: Store, limit: int = 200) -> pd.DataFrame:

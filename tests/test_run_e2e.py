@@ -71,6 +71,27 @@ def test_tiny_run_checkpoints_and_evaluations(tiny_run):
     assert last["mean"] == pytest.approx(sum(after.values()) / len(after))
 
 
+def test_tiny_run_records_its_phases_in_order(tiny_run):
+    """The phases the Runs page shows: engines, baseline evaluation, each step (with the
+    step-2 evaluation and checkpoint after step 2), the last checkpoint, the final evaluation;
+    each ends where the next starts and the last at the run's finish."""
+    db, run_id = tiny_run
+    store = Store(db)
+    phases = store.run_phases(run_id)
+    assert [(p["phase"], p["step"]) for p in phases] == [
+        ("engine start", 0), ("learner start", 0), ("baseline evaluation", 0), ("step", 1), ("step", 2),
+        ("evaluation", 2), ("checkpoint", 2), ("step", 3), ("checkpoint", 3), ("final evaluation", 3)]
+    assert all(a["ended_at"] == b["started_at"] for a, b in zip(phases, phases[1:]))
+    assert phases[-1]["ended_at"] == store.get_run(run_id)["finished_at"]
+    timeline = views.phase_timeline(phases, TINY_RUN_STEPS)
+    assert [e["label"] for e in timeline] == [
+        "starting the rollout engine", "starting the learner", "held-out evaluation before training", "steps 1-2",
+        "held-out evaluation at step 2", "saving a checkpoint (step 2)", "step 3 (1 checkpoint)",
+        "held-out evaluation after training"]
+    assert not any(e["live"] for e in timeline) and all(e["seconds"] >= 0 for e in timeline)
+    assert views.current_phase(store.get_run(run_id), phases) is None  # finished: no current phase
+
+
 def test_resume_point_of_steps_without_a_learner_step(tmp_path):
     """zero_variance skip/resample can leave a step with no optimizer step: the schedule's
     position is the count recorded in the checkpoint; older checkpoints fall back to the step."""

@@ -35,6 +35,7 @@ With ``overlap: true`` the next step's rollout runs behind the learner, one step
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -144,24 +145,33 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
             curriculum.restore(resume.curriculum)
         first = resume.step + 1
     engine_kw = engine_options(cfg, model_path, tokenizer)
+    # the page says what the process is doing: each phase is recorded as it starts
+    enter = functools.partial(store.enter_phase, run_id)
+    if cfg.needs_sandbox:
+        enter("sandboxes", first - 1)
     # sandboxes first: a missing Docker engine fails the run before the engines spend a minute starting
     with maybe_runtime(cfg) as runtime:
         if runtime is not None:
             store.record_pool_state(run_id, runtime.pool.state())
+        enter("engine start", first - 1)
         engine = open_run_engine(cfg, model_path, **engine_kw)
         learner = pipe = None
         try:
+            enter("learner start", first - 1)
             if resume is None:
                 learner = DeepSpeedLearner(model_path, cfg)
                 if cfg.eval_tasks_per_domain:
+                    enter("baseline evaluation", 0)
                     run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
             else:  # the policy's weights from the checkpoint, into the engine in place
                 learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=resume.optimizer_steps)
+                enter("resume", first - 1)
                 engine.update_weights(learner.named_weights())
             ckpt_root = checkpoint_dir(cfg, run_id)
             pipe = StepPipeline(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, runtime, curriculum)
 
             def save(step: int) -> Path:
+                enter("checkpoint", step)
                 # with overlap the sampler has already drawn the next step: store it as it was before
                 at_rng, at_curriculum = pipe.saved_state()
                 state = trainer_state(step, at_rng, at_curriculum, learner.steps_done)
@@ -170,11 +180,13 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 return path
 
             for step in range(first, cfg.steps + 1):
+                enter("step", step)
                 metrics = pipe.step(step, prefetch_next=step < cfg.steps)
                 # evaluate before checkpointing: a run stopped in between resumes from the
                 # previous checkpoint and evaluates this step again, leaving no gap in the curve.
                 # The engine is idle here: a prefetched rollout has finished before the sync.
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                    enter("evaluation", step)
                     run_evaluation(engine, tokenizer, cfg, store, run_id, f"step-{step}",
                                    f"{run_id} policy at step {step}", runtime)
                 if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
@@ -183,6 +195,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                     on_step(step, metrics)
             path = save(cfg.steps)
             if cfg.eval_tasks_per_domain:
+                enter("final evaluation", cfg.steps)
                 run_evaluation(engine, tokenizer, cfg, store, run_id, "after", str(path), runtime)
         finally:
             if pipe is not None:

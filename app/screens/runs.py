@@ -63,19 +63,39 @@ def load_checkpoints(path: str, run_id: str) -> pd.DataFrame:
     return views.checkpoints_frame(get_store(path), run_id)
 
 
-def show_status(run: dict, metrics: pd.DataFrame) -> None:
+@st.cache_data(ttl=2, show_spinner=False)
+def load_phases(path: str, run_id: str) -> list[dict]:
+    return get_store(path).run_phases(run_id)
+
+
+def show_status(run: dict, metrics: pd.DataFrame, phases: list[dict]) -> None:
     cols = st.columns(5)
     cols[0].metric("Status", run["status"])
     cols[1].metric("Step", f"{run['step'] or 0} / {run['total_steps'] or 0}")
     cols[2].metric("Duration", views.format_duration(views.run_duration(run)) or "—")
     step_times = metrics.loc[metrics["name"] == "time/step"].sort_values("step")["value"].tolist()
     eta = run_manager.eta_seconds(run, step_times)
-    cols[3].metric("ETA", views.format_duration(eta) if eta is not None else "—",
+    cols[3].metric("ETA", views.format_duration(eta) if eta else "—",
                    help="Mean of the last 5 step times × steps left (evaluation not counted)")
     beat = run["heartbeat_at"]
-    cols[4].metric("Last heartbeat", f"{beat[11:19]} UTC" if beat else "—")
+    cols[4].metric("Last heartbeat (UTC)", beat[11:19] if beat else "—")
+    # what the process is doing now, in words and for how long (an evaluation: against the previous one)
+    now = views.current_phase(run, phases)
+    timeline = views.phase_timeline(phases, run["total_steps"])
+    if now is not None:
+        expected = views.expected_seconds(timeline)
+        st.markdown(f":material/pending: **Now: {now}** · {views.format_duration(timeline[-1]['seconds'])}"
+                    + (f" of about {views.format_duration(expected)} (as long as the previous evaluation)"
+                       if expected else ""))
+    elif run["status"] in ("pending", "running"):
+        st.markdown(":material/pending: **Now: " + ("waiting to start" if run["status"] == "pending"
+                                                     else "starting the run") + "**")
     if run["total_steps"]:
         st.progress(min((run["step"] or 0) / run["total_steps"], 1.0))
+    if timeline:
+        st.caption("Where the time went: " + " → ".join(
+            f"{e['label']} {views.format_duration(e['seconds'])}" + (" (now)" if e["live"] and now else "")
+            for e in timeline))
     if run["status"] == "failed":
         st.error(run["error"] or "The run failed without an error message.")
         if run["traceback"]:
@@ -248,11 +268,18 @@ def show_actions(path: str, run: dict) -> None:
 
 
 def show_log(path: str, run: dict) -> None:
+    """The process log's last 80 lines, known-harmless warnings left out unless asked for
+    (the file keeps every line)."""
     log = run_manager.log_path(get_store(path), run["id"])
     if log.is_file():
         with st.expander("Process log (last 80 lines)", expanded=run["status"] == "failed"):
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-            st.code("\n".join(lines[-80:]), language=None)
+            everything = st.toggle("Show known-harmless warnings too", key=f"runs_log_all_{run['id']}")
+            kept, hidden = (lines, {}) if everything else views.readable_log(lines)
+            if hidden:
+                st.caption(f"{sum(hidden.values())} known-harmless lines hidden: "
+                           + "; ".join(f"{why} ({n})" for why, n in hidden.items()) + f". The file: `{log}`")
+            st.code("\n".join(kept[-80:]), language=None)
 
 
 def show_run(path: str, run_id: str, shown: tuple[str, str] | None = None) -> None:
@@ -269,7 +296,7 @@ def show_run(path: str, run_id: str, shown: tuple[str, str] | None = None) -> No
         load_run.clear()  # both fresh after the rerun, so they agree (no rerun loop)
         st.rerun(scope="app")
     st.subheader(f"{run['name']} · `{run['id']}`")
-    show_status(run, load_metrics(path, run_id))
+    show_status(run, load_metrics(path, run_id), load_phases(path, run_id))
     show_actions(path, run)
     pin = (run.get("config") or {}).get("mix_spec")
     if pin:

@@ -565,6 +565,48 @@ def test_truncate_after_leaves_no_row_of_a_later_step(store):
     store.db.execute("INSERT INTO trajectories_fts (trajectories_fts) VALUES ('integrity-check')")
 
 
+def test_run_phases_in_order_each_ending_where_the_next_starts(store):
+    """`enter_phase` appends; `run_phases` gives each its end (the next start; the last one
+    open while the run runs, then the run's finish); an unknown phase is refused, naming the
+    valid ones, and stores nothing."""
+    rid = store.create_run("demo", {}, 2)
+    assert store.run_phases(rid) == []
+    store.set_status(rid, "running")
+    for phase, step in (("engine start", 0), ("learner start", 0), ("step", 1), ("step", 2)):
+        store.enter_phase(rid, phase, step)
+    with pytest.raises(ValueError, match="unknown run phase 'warming up'.*'engine start'"):
+        store.enter_phase(rid, "warming up", 2)
+    phases = store.run_phases(rid)
+    assert [(p["phase"], p["step"]) for p in phases] == [("engine start", 0), ("learner start", 0), ("step", 1),
+                                                         ("step", 2)]
+    assert [p["ended_at"] for p in phases] == [p["started_at"] for p in phases[1:]] + [None]
+    assert store.get_run(rid)["heartbeat_at"] == phases[-1]["started_at"]
+    store.set_status(rid, "completed")
+    assert store.run_phases(rid)[-1]["ended_at"] == store.get_run(rid)["finished_at"]
+    with pytest.raises(RunNotFound):
+        store.enter_phase("nope", "step", 1)
+
+
+def test_a_resumed_runs_phases_keep_its_first_attempt_and_not_its_downtime(store):
+    """The phases are wall-clock history: resuming keeps the first attempt's (its discarded
+    step took that time) and the stop ends its last phase, so the downtime is in none."""
+    rid = store.create_run("demo", {}, 4)
+    store.set_status(rid, "running")
+    for phase, step in (("engine start", 0), ("step", 1), ("checkpoint", 1), ("step", 2)):
+        store.enter_phase(rid, phase, step)
+    store.heartbeat(rid, step=1)
+    store.set_status(rid, "stopped")
+    stopped_at = store.get_run(rid)["finished_at"]
+    store.truncate_after(rid, 1)
+    store.set_status(rid, "running")
+    store.enter_phase(rid, "engine start", 1)
+    phases = store.run_phases(rid)
+    assert [(p["phase"], p["step"]) for p in phases] == [("engine start", 0), ("step", 1), ("checkpoint", 1),
+                                                         ("step", 2), ("engine start", 1)]
+    assert phases[3]["ended_at"] == stopped_at <= phases[4]["started_at"]
+    assert phases[4]["ended_at"] is None
+
+
 def test_an_evaluations_step_comes_from_its_phase(store):
     rid = store.create_run("demo", {}, 5)
     for phase in ("before", "step-3", "after"):

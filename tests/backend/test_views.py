@@ -148,3 +148,45 @@ def test_readable_prompt_labels_chatml_roles_and_leaves_other_text():
               "<|im_start|>assistant\n")
     assert views.readable_prompt(chatml) == "[system] Be brief.\n\n[user] What is 2 + 3?\n\n[assistant]"
     assert views.readable_prompt("<|user|>What is 1 + 2?<|assistant|>") == "<|user|>What is 1 + 2?<|assistant|>"
+
+
+def test_phase_timeline_merges_consecutive_steps_and_marks_the_live_phase():
+    t = lambda s: f"2026-12-04T10:00:{s:02d}.000+00:00"  # noqa: E731
+    phases = [{"phase": "engine start", "step": 0, "started_at": t(0), "ended_at": t(30)},
+              {"phase": "step", "step": 1, "started_at": t(30), "ended_at": t(35)},
+              {"phase": "step", "step": 2, "started_at": t(35), "ended_at": t(42)},
+              {"phase": "checkpoint", "step": 2, "started_at": t(42), "ended_at": t(42)},
+              {"phase": "evaluation", "step": 2, "started_at": t(42), "ended_at": t(50)},
+              {"phase": "step", "step": 3, "started_at": t(50), "ended_at": None}]
+    now = datetime.fromisoformat(t(59))
+    timeline = views.phase_timeline(phases, 4, now=now)
+    assert [(e["label"], e["seconds"], e["live"]) for e in timeline] == [
+        ("starting the rollout engine", 30.0, False), ("steps 1-2 (1 checkpoint)", 12.0, False),
+        ("held-out evaluation at step 2", 8.0, False), ("step 3", 9.0, True)]
+    running = {"status": "running", "total_steps": 4}
+    assert views.current_phase(running, phases) == "step 3 / 4"
+    assert views.current_phase({**running, "status": "completed"}, phases) is None
+    assert views.current_phase(running, []) is None
+    # an evaluation is expected to take as long as the run's previous one
+    from trainer.phases import expected_seconds
+
+    final = phases[:5] + [{"phase": "final evaluation", "step": 4, "started_at": t(50), "ended_at": None}]
+    assert expected_seconds(views.phase_timeline(final, 4, now=now)) == 8.0
+    assert expected_seconds(timeline) is None  # a step: no estimate here (the ETA covers steps)
+
+
+def test_readable_log_hides_the_known_harmless_lines_and_counts_them():
+    log = ["(MainProcess pid=1) WARNING 12-04 10:00:00 [cpu.py:224] Triton is not installed. triton-cpu is expected",
+           "(MainProcess pid=1) WARNING [cpu_worker.py:114] libtcmalloc is not found in LD_PRELOAD. For best",
+           "(MainProcess pid=1) WARNING [cpu_worker.py:114] libiomp is not found in LD_PRELOAD. For best",
+           "Traceback (most recent call last):",
+           "RuntimeError: Triton kernels failed",  # a real error that mentions Triton stays
+           "run r1 completed: 3 steps"]
+    kept, hidden = views.readable_log(log)
+    assert kept == log[3:]
+    assert hidden == {"vLLM's CPU build runs without Triton": 1, "vLLM suggests an allocator it can go without": 2}
+    # a hidden Python warning's echoed source line goes with it
+    warning = ["/x/dispatcher.py:138: FutureWarning: `torch.distributed.reduce_op` is deprecated, please use",
+               '  if hasattr(value, "__dict__"):', "kept", "  an indented line after a kept one stays"]
+    kept, hidden = views.readable_log(["ok"] + warning)
+    assert kept == ["ok", *warning[2:]] and hidden == {"a library's notice to its own developers": 2}
