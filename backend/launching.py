@@ -109,6 +109,19 @@ def field_of(path: str) -> str:
     return head if head in FORM_FIELDS else "other"
 
 
+def other_fields() -> list[dict[str, str]]:
+    """The run config fields the "Other settings" box takes (those without a field of their
+    own on the form), for the page's reference table: field, default (YAML) and help."""
+    rows = []
+    for name, info in RunConfig.model_fields.items():
+        if name in FORM_FIELDS or name == "mix_spec":
+            continue
+        default = yaml.safe_dump(info.get_default(call_default_factory=True), default_flow_style=True).strip()
+        rows.append({"field": name, "default": default.removesuffix("...").strip(),
+                     "help": info.description or ""})
+    return rows
+
+
 def check_launch(values: dict[str, Any], store) -> tuple[RunConfig | None, dict[str, str]]:
     """Validate the form's values as ``rlwb run`` would, including the stored mix.
 
@@ -133,7 +146,12 @@ def check_launch(values: dict[str, Any], store) -> tuple[RunConfig | None, dict[
         data.pop("mix", None)
     errors: dict[str, str] = {}
     for path, msg in config_errors(data).items():
-        errors.setdefault(field_of(path) if path != "config" else "config", msg)
+        field = field_of(path) if path != "config" else "config"
+        if field == "other":  # the YAML box holds many fields: name each, show them all
+            msg = f"`{path}`: {msg}"
+            errors[field] = f"{errors[field]}  \n{msg}" if field in errors else msg
+        else:
+            errors.setdefault(field, msg)
     if errors:
         return None, errors
     cfg = RunConfig(**data)

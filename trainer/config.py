@@ -14,6 +14,8 @@ created, so the run records exactly which weights and level ranges it used.
 
 from __future__ import annotations
 
+import difflib
+
 import os
 import re
 from pathlib import Path
@@ -412,7 +414,9 @@ def _check(data: Any) -> tuple[RunConfig | None, dict[str, str]]:
             field = _field_path(err["loc"])
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
-                msg = f"unknown field; valid fields are: {', '.join(RunConfig.model_fields)}"
+                close = difflib.get_close_matches(str(err["loc"][-1]), list(RunConfig.model_fields), n=1)
+                msg = (f"unknown field {str(err['loc'][-1])!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                       + f"; valid fields are: {', '.join(RunConfig.model_fields)}")
             errors.setdefault(field, msg)
     model = data.get("model", RunConfig.model_fields["model"].default)
     if "model" not in errors and isinstance(model, str):

@@ -16,6 +16,7 @@ import streamlit as st
 from app.common import db_path, get_store, load_runs
 from backend import launching
 from core.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
+from domains.mixes import load_mix
 from domains.registry import domain_names
 from core.errors import RunNotFound, WorkbenchError
 from backend.runs import launch
@@ -38,6 +39,18 @@ NUMBERS = [
     ("eval_every", "Evaluate every N steps (0: before and after only)", int, 1),
     ("lora_rank", "LoRA rank (0: full fine-tuning)", int, 1),
 ]
+
+
+#: The fields' labels on the page, for the summary beside the Launch button.
+FIELD_LABELS = {"name": "Run name", "model": "Model", "algorithm": "Algorithm", "mix": "Stored mix",
+                "domains": "Domains", "difficulty": "Level", "rollout_engine": "Rollout engine",
+                "sandbox_backend": "Sandbox backend", "overlap": "Overlap", "other": "Other settings (YAML)",
+                "config": "the config", **{field: label for field, label, _, _ in NUMBERS}}
+
+
+@st.cache_data(show_spinner=False)
+def load_other_fields() -> list[dict[str, str]]:
+    return launching.other_fields()
 
 
 def load_values(store) -> tuple[str | None, dict]:
@@ -78,24 +91,53 @@ def model_fields(store, values: dict, slots: dict) -> dict:
     return {"name": name, "model": chosen, "algorithm": algorithm}
 
 
+NO_MIX = "(none: pick domains)"
+
+
 def mix_fields(store, values: dict, slots: dict) -> dict:
-    """A stored mix, or domains with equal weights and a level; returns their form values."""
+    """A stored mix, or domains with equal weights and a level; returns their form values.
+    A stored mix shows its domains, weights and level ranges, read-only, and the Domains and
+    Level fields are disabled (the mix decides them)."""
     st.markdown("**Mix**")
     mixes = [m["name"] for m in store.list_mixes()]
     m1, m2, m3 = st.columns([1, 3, 1])
-    mix_options = ["(none: pick domains)"] + mixes
+    mix_options = [NO_MIX] + mixes
     mix_now = values.get("mix")
     mix = m1.selectbox("Stored mix", mix_options,
-                       index=mix_options.index(mix_now) if mix_now in mix_options else 0, key="launch_mix")
+                       index=mix_options.index(mix_now) if mix_now in mix_options else 0, key="launch_mix",
+                       help="A mix saved in the mix editor (Domains page): its domains, weights and level ranges "
+                            "replace the Domains and Level fields")
     slots["mix"] = m1.empty()
+    chosen = None if mix == NO_MIX else mix
     names = domain_names()
     domains_now = [d for d in (values.get("domains") or {}) if d in names]
-    domains = m2.multiselect("Domains (equal weights; ignored with a stored mix)", names,
-                             default=domains_now, key="launch_domains")
+    domains = m2.multiselect("Domains (equal weights)", names, default=domains_now, key="launch_domains",
+                             disabled=chosen is not None,
+                             help="Sampled with equal weights at the Level below; for weights and level ranges "
+                                  "save a mix in the mix editor (Domains page)")
     slots["domains"] = m2.empty()
-    difficulty = m3.number_input("Level", value=int(values.get("difficulty", 1)), step=1, key="launch_difficulty")
+    difficulty = m3.number_input("Level", value=int(values.get("difficulty", 1)), step=1, key="launch_difficulty",
+                                 disabled=chosen is not None, help="The level every domain is sampled at (1: easiest)")
     slots["difficulty"] = m3.empty()
-    return {"mix": None if mix == mix_options[0] else mix, "domains": domains, "difficulty": int(difficulty)}
+    if chosen is not None:
+        show_mix(store, chosen)
+    return {"mix": chosen, "domains": domains, "difficulty": int(difficulty)}
+
+
+def show_mix(store, name: str) -> None:
+    """The stored mix's newest version as a read-only table (domain, weight, share, levels)."""
+    try:
+        row, spec = load_mix(store, name)
+    except WorkbenchError as e:
+        st.error(str(e), icon=":material/error:")
+        return
+    pinned = spec.pinned(row["name"], row["version"])["domains"]
+    total = sum(d["weight"] for d in pinned.values()) or 1.0
+    st.caption(f"Mix **{row['name']}** version {row['version']}: these domains, weights and levels are trained "
+               "(the Domains and Level fields are not used).")
+    st.dataframe([{"domain": d, "weight": s["weight"], "share": f"{100 * s['weight'] / total:.0f}%",
+                   "levels": f"{s['levels'][0]}-{s['levels'][1]}"} for d, s in pinned.items()],
+                 hide_index=True, key="launch_mix_table")
 
 
 def optimisation_fields(values: dict, slots: dict) -> dict:
@@ -165,14 +207,23 @@ def render() -> None:
                + "The run starts as a background process: closing or reloading the page does not stop it.")
     errors: dict[str, str] = st.session_state.get("launch_errors", {})
     slots: dict = {}
-    with st.form("launch_form"):
-        form = {**model_fields(store, values, slots), **mix_fields(store, values, slots),
-                **optimisation_fields(values, slots), **engine_fields(values, slots)}
-        other = st.text_area("Other settings (YAML)", value=launching.extra_yaml(values), height=160,
-                             key="launch_other", help="Every other field of the run config; see trainer/config.py")
-        slots["other"] = st.empty()
-        slots["config"] = st.empty()
-        submitted = st.form_submit_button("Launch", type="primary")
+    # not an st.form: picking a stored mix has to redraw the Domains and Level fields at once
+    form = {**model_fields(store, values, slots), **mix_fields(store, values, slots),
+            **optimisation_fields(values, slots), **engine_fields(values, slots)}
+    other = st.text_area("Other settings (YAML)", value=launching.extra_yaml(values), height=160,
+                         key="launch_other", help="Any other run config field as `field: value` lines, e.g. "
+                                                  "`temperature: 1.0` or `curriculum: true`; the table below lists "
+                                                  "every one with its default and help")
+    slots["other"] = st.empty()
+    with st.expander("Fields the YAML box takes (default and help)"):
+        st.dataframe(load_other_fields(), hide_index=True, key="launch_other_fields")
+    slots["config"] = st.empty()
+    b1, b2 = st.columns([1, 5], vertical_alignment="center")
+    submitted = b1.button("Launch", type="primary", key="launch_submit")
+    if errors:  # beside the button: how many problems and where (each is shown under its field)
+        where = ", ".join(FIELD_LABELS.get(f, f) for f in errors)
+        b2.error(f"Not launched: {len(errors)} problem{'s' if len(errors) > 1 else ''} to fix ({where}); "
+                 "see the messages under those fields.", icon=":material/error:")
     for field, slot in slots.items():
         show_error(slot, errors, field)
     if submitted:

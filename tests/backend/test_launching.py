@@ -50,6 +50,21 @@ def test_check_launch_model_and_mix_problems(store, tiny_model_dir, tmp_path):
     assert "unknown field" in errors["other"]
 
 
+def test_every_problem_of_the_yaml_box_names_its_key(store, tiny_model_dir):
+    """The "Other settings" box holds many fields: each problem names its key (a typo with the
+    field it probably meant), and all of them are shown, not the first alone."""
+    _, errors = launching.check_launch({**_valid(tiny_model_dir), "temprature": 0.7, "top_p": "lots"}, store)
+    assert set(errors) == {"other"}
+    assert "`temprature`: unknown field 'temprature' (did you mean 'temperature'?)" in errors["other"]
+    assert "`top_p`:" in errors["other"] and "valid number" in errors["other"]
+
+
+def test_other_fields_lists_the_config_fields_without_a_form_field():
+    rows = {r["field"]: r for r in launching.other_fields()}
+    assert "temperature" in rows and "steps" not in rows and "mix_spec" not in rows
+    assert rows["temperature"]["help"] and rows["temperature"]["default"] == "1.0"
+
+
 @pytest.mark.parametrize("text, problem", [
     ("a: [1, 2", "malformed YAML"), ("- just\n- a list", "a mapping"), ("steps: 3", "has a field of its own"),
     ("", None), ("temperature: 0.7", None),

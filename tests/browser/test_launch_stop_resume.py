@@ -101,18 +101,68 @@ def test_bad_input_shows_inline_errors_and_launches_nothing(lpage, launch_db, ti
     expect(lpage.get_by_role("heading", name="Launch a run")).to_be_visible()
 
 
+def test_a_stored_mix_shows_its_domains_and_disables_domains_and_level(lpage, launch_db):
+    """Picking a stored mix shows what it trains (domains, weights, levels) and disables the
+    Domains and Level fields it replaces; going back to no mix enables them again."""
+    with Store(launch_db) as store:
+        store.save_mix("two-domains", {"domains": {"chain_sum": {"weight": 3.0, "levels": [1, 2]},
+                                                   "basic_arithmetic": {"weight": 1.0, "levels": [1, 1]}}})
+    goto(lpage, "/launch", "Launch a run")
+    level = by_label(lpage, "stNumberInput", "Level").locator("input")
+    domains = by_label(lpage, "stMultiSelect", "Domains (equal weights)").locator("input")
+    expect(level).to_be_enabled()
+    select_option(lpage, "Stored mix", "two-domains")
+    wait_idle(lpage, "Mix two-domains version 1")
+    rows = {r["domain"]: r for r in table_rows(lpage, lpage.get_by_test_id("stDataFrame").first)}  # above the rest
+    assert set(rows) == {"chain_sum", "basic_arithmetic"}, rows
+    assert (rows["chain_sum"]["share"], rows["chain_sum"]["levels"]) == ("75%", "1-2"), rows
+    expect(level).to_be_disabled()
+    expect(domains).to_be_disabled()
+    screenshot(lpage, "launch-stored-mix")
+    select_option(lpage, "Stored mix", "(none: pick domains)")
+    expect(level).to_be_enabled()
+    expect(lpage.get_by_text("Mix two-domains version 1")).to_have_count(0)
+
+
+def test_a_yaml_typo_names_the_key_beside_the_launch_button(lpage, launch_db, tiny_model_dir, tmp_path):
+    _fill_tiny(lpage, tiny_model_dir, tmp_path / "out", "typo", steps=2)
+    fill_text(lpage, "Other settings (YAML)", "vllm_compile: false\ntemprature: 0.7\n")
+    click_button(lpage, "Launch")
+    wait_idle(lpage, "did you mean 'temperature'?")
+    expect(lpage.get_by_text("unknown field 'temprature' (did you mean 'temperature'?)").first).to_be_visible()
+    expect(lpage.get_by_text("Not launched: 1 problem to fix (Other settings (YAML))")).to_be_visible()
+    screenshot(lpage, "launch-yaml-typo")
+    assert _runs(launch_db) == []
+
+
 def test_launch_a_tiny_run_from_the_form_and_watch_it_finish(lpage, launch_db, tiny_model_dir, tmp_path):
     _fill_tiny(lpage, tiny_model_dir, tmp_path / "out", "from-the-browser", steps=3)
+    fill_number(lpage, "Held-out eval tasks per domain", 2)
+    fill_number(lpage, "Checkpoint every N steps (0: end only)", 0)
     click_button(lpage, "Launch")
     wait_idle(lpage, "from-the-browser")
     assert lpage.url.split("?")[0].endswith("/runs")  # taken to the run
     (run,) = [r for r in _runs(launch_db) if r["name"] == "from-the-browser"]
     assert f"run={run['id']}" in lpage.url
     assert run["config"]["algorithm"] == "rloo" and run["config"]["steps"] == 3
+    # the live panel says what the process is doing while vLLM starts (tens of seconds), not "step 0"
+    expect(lpage.get_by_text("Now: starting the rollout engine")).to_be_visible(timeout=RUN_WAIT_MS)
+    screenshot(lpage, "runs-phase-engine-start")
     # the live panel refreshes itself; no reload
     expect(_metric(lpage, "Status")).to_contain_text("completed", timeout=RUN_WAIT_MS)
     expect(_metric(lpage, "Step")).to_contain_text("3 / 3")
     wait_idle(lpage)
+    # where the time went, phase by phase in order: engines, evaluation before, the steps, after
+    timeline = lpage.get_by_text("Where the time went:")
+    expect(timeline).to_be_visible()
+    text = timeline.inner_text()
+    order = ["starting the rollout engine", "starting the learner", "held-out evaluation before training",
+             "steps 1-3 (1 checkpoint)", "held-out evaluation after training"]
+    at = [text.find(words) for words in order]
+    assert -1 not in at and at == sorted(at), text
+    # the finished run's held-out table has the final evaluation without a reload
+    heldout = table_rows(lpage, lpage.get_by_test_id("stDataFrame").filter(has_text="accuracy after").first)
+    assert heldout and all(r.get("accuracy after", "") not in ("", "—") for r in heldout), heldout
     # the runs table above the live panel follows it (the panel reruns the page on a change)
     row = next(r for r in table_rows(lpage, "runs_table") if r["id"] == run["id"])
     assert row["status"] == "completed" and row["progress"] == "3/3", row
