@@ -39,10 +39,11 @@ import sqlite_utils
 from core.errors import RunNotFound, TrajectoryNotFound, WorkbenchError
 from backend.eval_store import EvalVerbs
 from backend.store_catalogue import CatalogueVerbs
+from backend.store_phases import PhaseVerbs
 from backend.store_sandboxes import SandboxVerbs
 from backend.store_common import (decode, locked, new_id, now, prompt_search_text, turns_search_text,
                                   utf8_safe)
-from trainer.phases import END_PHASE, RUN_PHASES, evaluation_step
+from trainer.phases import END_PHASE, evaluation_step
 from backend.store_schema import MIGRATIONS, STEP_CHILD_TABLES, STEP_TABLES
 from backend.trajectory_query import LIST_ORDER, trajectory_filter
 
@@ -141,7 +142,7 @@ def _max_variables(conn: sqlite3.Connection) -> int:
 #: Characters of the completion a `Store.trajectory_summaries` row carries.
 SUMMARY_CHARS = 400
 
-class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs):
+class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs, PhaseVerbs):
     """Domain verbs over the workbench's SQLite database.
 
     Args:
@@ -309,31 +310,6 @@ class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs):
         if step is not None:
             fields["step"] = int(step)
         self.update_run(run_id, **fields)
-
-    @_locked
-    def enter_phase(self, run_id: str, phase: str, step: int) -> None:
-        """Record that the run's process enters `phase` (a key of `trainer.phases.RUN_PHASES`)
-        now, after training step `step` (0 before training; a "step" phase: the step it
-        runs), and stamp the heartbeat. Raises RunNotFound, or ValueError for an unknown phase."""
-        if phase not in RUN_PHASES:
-            raise ValueError(f"unknown run phase {phase!r}; use one of {sorted(RUN_PHASES)}")
-        self._require_run(run_id)
-        stamp = _now()
-        with self._immediate():
-            self.db["run_phases"].insert({"run_id": run_id, "phase": phase, "at_step": int(step), "started_at": stamp})
-            self.db["runs"].update(run_id, {"heartbeat_at": stamp})
-
-    @_locked
-    def run_phases(self, run_id: str) -> list[dict]:
-        """The phases the run's processes entered, in order (a resumed run's first attempt
-        too): dicts of phase, step, started_at and ended_at (the next phase's start, or when
-        the process ended: `set_status` to a finished status marks it; None while it runs).
-        [] for a run recorded before version 15."""
-        rows = [dict(r) for r in self.db.query(
-            "SELECT phase, at_step AS step, started_at FROM run_phases WHERE run_id = ? ORDER BY rowid", [run_id])]
-        for row, after in zip(rows, rows[1:] + [None]):
-            row["ended_at"] = after["started_at"] if after else None
-        return [r for r in rows if r["phase"] != END_PHASE]
 
     @_locked
     def get_run(self, run_id: str) -> dict:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from backend.store import Store
 # the Runs page reads a run's phases through here
-from trainer.phases import current_phase, expected_seconds, phase_timeline  # noqa: F401
+from trainer.phases import current_phase, expected_seconds, parse_time, phase_timeline  # noqa: F401
 from domains.registry import registry
 from domains.validation import current_validations
 from domains.tools.env import CONTRACT_ERRORS
@@ -84,10 +84,6 @@ RENAMED = {"zero_variance_groups": "zero_variance/groups"}
 PREVIEW_CHARS = 80
 
 
-def _parse(ts: str | None) -> datetime | None:
-    return datetime.fromisoformat(ts) if ts else None
-
-
 def format_duration(seconds: float | None) -> str:
     """Seconds as a short human string: "42s", "3m 05s", "2h 10m"; "" for None."""
     if seconds is None:
@@ -105,10 +101,10 @@ def run_duration(run: dict, now: datetime | None = None) -> float | None:
 
     Returns None if the run never started.
     """
-    start = _parse(run.get("started_at"))
+    start = parse_time(run.get("started_at"))
     if start is None:
         return None
-    end = _parse(run.get("finished_at")) or now or datetime.now(timezone.utc)
+    end = parse_time(run.get("finished_at")) or now or datetime.now(timezone.utc)
     return (end - start).total_seconds()
 
 

@@ -59,7 +59,8 @@ def phase_label(phase: str, step: int | None, total_steps: int | None) -> str:
     return RUN_PHASES.get(phase, phase)
 
 
-def _parse(ts: str | None) -> datetime | None:
+def parse_time(ts: str | None) -> datetime | None:
+    """A store timestamp (ISO-8601) as a datetime; None for None or ""."""
     return datetime.fromisoformat(ts) if ts else None
 
 
@@ -75,7 +76,7 @@ def phase_timeline(phases: list[dict], total_steps: int | None, now: datetime | 
     out: list[dict] = []
     clock = now or datetime.now(timezone.utc)
     for row in phases:
-        start, end = _parse(row["started_at"]), _parse(row["ended_at"])
+        start, end = parse_time(row["started_at"]), parse_time(row["ended_at"])
         seconds = ((end or clock) - start).total_seconds() if start else 0.0
         last = out[-1] if out else None
         if last is not None and last["phase"] == "step" and row["phase"] in ("step", "checkpoint"):
