@@ -101,3 +101,28 @@ def runs_or_notice(path: str) -> pd.DataFrame | None:
         st.info("No runs yet; start one with `rlwb run configs/quickstart.yaml`.")
         return None
     return table
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def domain_labels() -> dict[str, str]:
+    """Every registered domain (user domains included) -> its picker label: name, family,
+    "sandbox" where scoring needs one, and the start of its description."""
+    from domains.registry import domain_names, get_domain
+
+    out = {}
+    for name in domain_names():
+        d = get_domain(name)
+        text = d.description if len(d.description) <= 70 else d.description[:69] + "…"
+        out[name] = f"{name} · {d.family}{' · sandbox' if d.needs_sandbox else ''} — {text}"
+    return out
+
+
+def domain_picker(container, label: str, key: str, default: list[str], disabled: bool = False,
+                  help: str | None = None) -> list[str]:
+    """A multiselect over the registered domains shown with family and description; no
+    "Select all" (Enter picks the best match, not every match), chips wrap onto more rows
+    so none hides behind the edge. Returns the chosen names."""
+    labels = domain_labels()
+    return container.multiselect(label, list(labels), default=[d for d in default if d in labels],
+                                 format_func=lambda n: labels.get(n, n), key=key, disabled=disabled, help=help,
+                                 select_all=False, wrap=True)

@@ -11,7 +11,10 @@ marked failed first, `backend.evaluation.refresh_eval_liveness`), the report, ta
 figures and HTML from `backend.eval_report`, all through cached loaders. Running and failed
 evaluations are listed but can't be reported.
 
-Not covered here: starting evaluations (the CLI does), the curves of in-run evaluations
+"Start an evaluation" (`app.eval_start`) starts one as a background process and lists the
+running ones with their progress and a Stop button.
+
+Not covered here: the curves of in-run evaluations
 (the Runs page shows them), and comparing more than two evaluations.
 """
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import answers
+from app import answers, eval_start
 from app.common import db_path, get_store
 from backend import eval_report as er
 from backend import heldout
@@ -68,7 +71,7 @@ def pick(completed: list[dict]) -> list[str]:
     ids = [e["id"] for e in completed]
     if len(ids) == 1:
         st.caption("One completed evaluation: its results alone. Evaluate another model or checkpoint "
-                   "(`rlwb eval RUN_ID`) to compare the two here.")
+                   "(Start an evaluation, above) to compare the two here.")
         return ids
     labels = {e["id"]: f"{er.side_label(e)} · {e['id']}" for e in completed}
     if st.session_state.get("eval_b") not in ids:
@@ -194,6 +197,11 @@ def render() -> None:
     st.caption(QUICKSTART_SENTENCE)
     path = db_path()
     follow_link(path)
+    evals = load_evals(path, in_run=bool(st.session_state.get("eval_in_run")))
+    with st.expander("Start an evaluation", icon=":material/play_arrow:",
+                     expanded=not any(e["status"] == "completed" for e in evals)):
+        eval_start.form(get_store(path))
+    eval_start.running(path, on_end=load_evals.clear)
     in_run = st.toggle("Include in-run evaluations", key="eval_in_run",
                        help="Training runs' own held-out evaluations (greedy, one completion per task, recorded "
                             "before, during and after training); `rlwb eval` samples several per task.")
@@ -203,9 +211,9 @@ def render() -> None:
         st.dataframe(er.evaluation_rows(evals), hide_index=True, key="eval_list")
     if not completed:
         hidden = 0 if in_run else len(load_evals(path, True)) - len(evals)
-        st.info("No completed evaluations yet; evaluate a model on held-out tasks with "
-                "`rlwb eval smollm2-135m --mix NAME` (a training run's checkpoint: `rlwb eval RUN_ID`), "
-                "then compare the two here."
+        st.info("No completed evaluations yet: start one above (or `rlwb eval smollm2-135m --mix NAME` in a "
+                "terminal, NAME a mix saved on the Domains page), e.g. the base model and then a run's checkpoint, "
+                "and compare the two here."
                 + (f" {hidden} in-run evaluations of training runs are hidden: turn on \"Include in-run "
                    "evaluations\"." if hidden else ""))
         return

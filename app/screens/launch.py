@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.common import db_path, get_store, load_runs
+from app.common import db_path, domain_picker, get_store, load_runs
 from backend import launching
 from core.choices import ALGORITHMS, ROLLOUT_ENGINES, SANDBOX_BACKENDS
 from domains.mixes import load_mix
-from domains.registry import domain_names
 from core.errors import RunNotFound, WorkbenchError
 from backend.runs import launch
 
@@ -109,12 +108,11 @@ def mix_fields(store, values: dict, slots: dict) -> dict:
                             "replace the Domains and Level fields")
     slots["mix"] = m1.empty()
     chosen = None if mix == NO_MIX else mix
-    names = domain_names()
-    domains_now = [d for d in (values.get("domains") or {}) if d in names]
-    domains = m2.multiselect("Domains (equal weights)", names, default=domains_now, key="launch_domains",
-                             disabled=chosen is not None,
-                             help="Sampled with equal weights at the Level below; for weights and level ranges "
-                                  "save a mix in the mix editor (Domains page)")
+    domains = domain_picker(m2, "Domains (equal weights)", "launch_domains", list(values.get("domains") or {}),
+                            disabled=chosen is not None,
+                            help="Sampled with equal weights at the Level below; type to filter by name, family "
+                                 "or description; for weights and level ranges save a mix in the mix editor "
+                                 "(Domains page)")
     slots["domains"] = m2.empty()
     difficulty = m3.number_input("Level", value=int(values.get("difficulty", 1)), step=1, key="launch_difficulty",
                                  disabled=chosen is not None, help="The level every domain is sampled at (1: easiest)")
