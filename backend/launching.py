@@ -160,3 +160,84 @@ def check_launch(values: dict[str, Any], store) -> tuple[RunConfig | None, dict[
     except WorkbenchError as e:
         return None, {"mix": str(e)}
     return cfg, {}
+
+
+#: What a run costs on the README's machine (SmolLM2-135M, 2-core CPU, vLLM + DeepSpeed),
+#: for a store with no similar finished run: the processes' start (seconds), a step per
+#: sampled-token slot (prompts x group x max_new_tokens; the quickstart's LoRA step, ~20 s
+#: for 8 x 8 x 48) and a held-out task per evaluation (greedy, 48 tokens: 900 tasks in ~42 s).
+DEFAULT_COSTS = {"start": 25.0, "step_per_slot": 20.0 / (8 * 8 * 48), "eval_per_task": 42.0 / 900}
+
+
+def _evaluations(cfg: RunConfig) -> int:
+    """How many held-out evaluations a run of `cfg` makes: before, every `eval_every`
+    steps short of the last, after (none without held-out tasks)."""
+    if not cfg.eval_tasks_per_domain:
+        return 0
+    return 2 + ((cfg.steps - 1) // cfg.eval_every if cfg.eval_every else 0)
+
+
+def _costs_of(store, run: dict) -> dict[str, float] | None:
+    """`DEFAULT_COSTS`' figures as one finished run measured them (its phases), or None for
+    a run without phases (recorded before store version 15) or without a step."""
+    from trainer.phases import EVALUATION_PHASES, parse_time
+
+    phases = store.run_phases(run["id"])
+    if not phases or not all(p["ended_at"] for p in phases):
+        return None
+    c = run["config"]
+    seconds = {}
+    for p in phases:
+        took = (parse_time(p["ended_at"]) - parse_time(p["started_at"])).total_seconds()
+        kind = "eval" if p["phase"] in EVALUATION_PHASES else "step" if p["phase"] in ("step", "checkpoint") else (
+            "start" if p["phase"] in ("sandboxes", "engine start", "learner start") else None)
+        if kind:
+            seconds[kind] = seconds.get(kind, 0.0) + took
+    steps = sum(p["phase"] == "step" for p in phases)
+    evals = sum(p["phase"] in EVALUATION_PHASES for p in phases)
+    domains = len((c.get("mix_spec") or {}).get("domains") or c.get("domains") or {}) or 1
+    if not steps:
+        return None
+    slots = c["prompts_per_step"] * c["group_size"] * c["max_new_tokens"]
+    out = {"start": seconds.get("start", DEFAULT_COSTS["start"]), "step_per_slot": seconds["step"] / (steps * slots)}
+    if evals and c.get("eval_tasks_per_domain"):
+        out["eval_per_task"] = seconds["eval"] / (evals * c["eval_tasks_per_domain"] * domains)
+    return out
+
+
+def estimate_run(store, cfg: RunConfig, similar: int = 10) -> dict:
+    """How long a run of `cfg` should take, from up to `similar` finished runs of this store
+    with the same model and the same kind of fine-tuning (LoRA or full), each figure the
+    median over them, else `DEFAULT_COSTS`.
+
+    Returns:
+        {"seconds", "start", "steps" (all of them), "evaluations" (all of them), "basis"}
+        in seconds; basis says what the figures rest on.
+    """
+    import statistics
+
+    measured = []
+    for run in store.list_runs(limit=100):
+        c = run["config"]
+        if (run["status"] == "completed" and c.get("model") == cfg.model
+                and bool(c.get("lora_rank")) == bool(cfg.lora_rank)):
+            costs = _costs_of(store, run)
+            if costs:
+                measured.append(costs)
+        if len(measured) >= similar:
+            break
+    costs = dict(DEFAULT_COSTS)
+    for key in costs:
+        values = [m[key] for m in measured if key in m]
+        if values:
+            costs[key] = statistics.median(values)
+    kind = "LoRA" if cfg.lora_rank else "full fine-tuning"
+    basis = (f"{len(measured)} finished {kind} run{'s' if len(measured) > 1 else ''} of this model in this store"
+             if measured else f"SmolLM2-135M on a 2-core CPU (the README's machine), no finished {kind} run of "
+                              "this model in this store yet")
+    domains = len(cfg.domain_specs())
+    start = costs["start"]
+    steps = cfg.steps * cfg.prompts_per_step * cfg.group_size * cfg.max_new_tokens * costs["step_per_slot"]
+    evaluations = _evaluations(cfg) * cfg.eval_tasks_per_domain * domains * costs["eval_per_task"]
+    return {"seconds": start + steps + evaluations, "start": start, "steps": steps, "evaluations": evaluations,
+            "basis": basis}

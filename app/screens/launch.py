@@ -176,6 +176,22 @@ def engine_fields(values: dict, slots: dict) -> dict:
     return {"rollout_engine": rollout_engine, "sandbox_backend": sandbox_backend, "overlap": overlap}
 
 
+def duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def estimate_sentence(store, form: dict, other: str) -> str:
+    """How long the run as filled in should take and what that rests on
+    (`backend.launching.estimate_run`), or why there is no estimate yet."""
+    extra, problem = launching.parse_extra(other)
+    cfg, errors = (None, True) if problem else launching.check_launch({**extra, **form}, store)
+    if cfg is None:
+        return "The time estimate appears once every field is valid."
+    e = launching.estimate_run(store, cfg)
+    return (f"Takes about {duration(e['seconds'])}: start {duration(e['start'])}, {cfg.steps} steps "
+            f"{duration(e['steps'])}, held-out evaluations {duration(e['evaluations'])} (from {e['basis']}).")
+
+
 def submit(store, form: dict, other: str) -> None:
     """Validate the form and launch; on a problem, store the messages and redraw (nothing starts)."""
     extra, problem = launching.parse_extra(other)
@@ -222,6 +238,8 @@ def render() -> None:
         where = ", ".join(FIELD_LABELS.get(f, f) for f in errors)
         b2.error(f"Not launched: {len(errors)} problem{'s' if len(errors) > 1 else ''} to fix ({where}); "
                  "see the messages under those fields.", icon=":material/error:")
+    else:
+        b2.caption(estimate_sentence(store, form, other))
     for field, slot in slots.items():
         show_error(slot, errors, field)
     if submitted:

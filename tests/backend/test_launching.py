@@ -119,3 +119,32 @@ def test_mix_spec_without_a_mix_is_refused(store, tiny_model_dir):
     assert cfg is None and "mix_spec is filled in" in errors["other"]
     with pytest.raises(ConfigError, match="field 'mix_spec'"):
         parse_config({**_valid(tiny_model_dir), "mix_spec": {"name": "math", "version": 1, "domains": {}}})
+
+
+def test_the_run_estimate_learns_from_finished_runs_of_the_same_model_and_kind(store, tiny_model_dir):
+    cfg = parse_config({"model": str(tiny_model_dir), "domains": {"chain_sum": 1.0, "products": 1.0}, "steps": 10,
+                        "prompts_per_step": 2, "group_size": 4, "max_new_tokens": 16, "eval_tasks_per_domain": 5,
+                        "eval_every": 4, "lora_rank": 0})
+    d = launching.DEFAULT_COSTS
+    guess = launching.estimate_run(store, cfg)
+    # 4 evaluations: before, at steps 4 and 8, after; 2 domains x 5 tasks each
+    assert guess["steps"] == pytest.approx(10 * 2 * 4 * 16 * d["step_per_slot"])
+    assert guess["evaluations"] == pytest.approx(4 * 10 * d["eval_per_task"])
+    assert guess["seconds"] == pytest.approx(d["start"] + guess["steps"] + guess["evaluations"])
+    assert "no finished full fine-tuning run" in guess["basis"]
+    # a finished run of the same model: 10 s start, 2 steps of 8 s (slots 2 x 4 x 16 = 128), evaluations 3 s each
+    run_id = store.create_run("done", cfg.model_dump(mode="json"), 2)
+    timeline = [("engine start", 0, 0), ("learner start", 0, 6), ("baseline evaluation", 0, 10), ("step", 1, 13),
+                ("step", 2, 21), ("checkpoint", 2, 28), ("final evaluation", 2, 29), ("ended", 2, 32)]
+    for phase, step, at in timeline:
+        store.db["run_phases"].insert({"run_id": run_id, "phase": phase, "at_step": step,
+                                       "started_at": f"2026-12-04T10:00:{at:02d}.000+00:00"})
+    store.db["runs"].update(run_id, {"status": "completed"})
+    other = store.create_run("lora", {**cfg.model_dump(mode="json"), "lora_rank": 8}, 2)  # another kind: not used
+    store.db["run_phases"].insert({"run_id": other, "phase": "step", "at_step": 1,
+                                   "started_at": "2026-12-04T10:00:00.000+00:00"})
+    learned = launching.estimate_run(store, cfg)
+    assert learned["start"] == pytest.approx(10.0)
+    assert learned["steps"] == pytest.approx(10 * 8.0)  # same slots per step as the finished run
+    assert learned["evaluations"] == pytest.approx(4 * 3.0)  # each evaluation also 2 x 5 tasks
+    assert learned["basis"].startswith("1 finished full fine-tuning run of this model")
