@@ -1,5 +1,6 @@
-"""Sandboxes page: which backends work here, the containers on the engine, recent
-executions, failures by kind and latency.
+"""Sandboxes page: what sandboxes are for and which domains use them, which backends work
+here, a box that runs one command in a new Docker sandbox (`rlwb sandbox exec`), the
+containers on the engine, recent executions, failures by kind and latency.
 
 UI only: backend status from `sandboxes.backend_status`, containers from
 `sandboxes.engine_containers`, executions from the store through `backend.views`. A pool
@@ -16,7 +17,8 @@ from domains.registry import registry
 
 from app.common import db_path, get_store
 from backend import views
-from sandboxes import backend_status, engine_containers
+from core.errors import WorkbenchError
+from sandboxes import SandboxSpec, backend_status, engine_containers, open_sandbox
 
 ALL_RUNS = "All runs"
 
@@ -65,6 +67,56 @@ def sandboxed_domains() -> dict[str, list[str]]:
     return out
 
 
+RESULT_KEY = "sbx_exec_result"
+
+
+def command_box(status: dict) -> None:
+    """Run one command in a new Docker sandbox (as `rlwb sandbox exec`) and show its output,
+    exit code, outcome and time. Docker only: the page never runs commands with the local
+    backend's weaker isolation (the CLI does, when asked by name)."""
+    st.subheader("Run a command in a sandbox")
+    if not status["docker"]["available"]:
+        st.info("Needs the Docker engine, unavailable here; `rlwb sandbox exec --backend local CMD` runs one with "
+                "the local backend's weaker isolation.")
+        return
+    st.caption("A new container of the sandbox image, as a run's domains get it: no network, the limits below, "
+               "removed afterwards. The same as `rlwb sandbox exec CMD`.")
+    c1, c2, c3 = st.columns([6, 1, 1])
+    command = c1.text_area("Command (bash -c, in the workspace, as an unprivileged user)", "python3 -c 'import sys; print(sys.version)'",
+                           height=80, key="sbx_command")
+    memory = c2.number_input("Memory (MiB)", 16, 4096, 256, key="sbx_memory_mb")
+    timeout = c3.number_input("Timeout (s)", 1, 120, 10, key="sbx_timeout_s")
+    if st.button("Run in a new sandbox", key="sbx_run_command", icon=":material/terminal:"):
+        if not command.strip():
+            st.session_state[RESULT_KEY] = {"error": "Command: type a command first, e.g. ls -la"}
+        else:
+            with st.spinner("Starting a container and running the command…"):
+                try:
+                    with open_sandbox("docker", SandboxSpec(memory_mb=int(memory),
+                                                            command_timeout_s=float(timeout))) as sb:
+                        r = sb.exec(command)
+                    st.session_state[RESULT_KEY] = {"command": command, "outcome": r.outcome,
+                                                    "exit_code": r.exit_code, "ms": r.duration_ms,
+                                                    "stdout": r.stdout, "stderr": r.stderr,
+                                                    "cut": r.truncated_bytes}
+                except WorkbenchError as e:
+                    st.session_state[RESULT_KEY] = {"error": f"The sandbox could not run it: {e}"}
+    result = st.session_state.get(RESULT_KEY)
+    if not result:
+        return
+    if "error" in result:
+        st.error(result["error"], icon=":material/error:")
+        return
+    (st.success if result["outcome"] == "ok" else st.warning)(
+        f"`{result['command'][:80]}{'…' if len(result['command']) > 80 else ''}`: {result['outcome']}, exit {result['exit_code']} in {result['ms']:.0f} ms"
+        + (f"; {result['cut']} bytes of output cut" if result["cut"] else ""))
+    o1, o2 = st.columns(2)
+    o1.caption("stdout")
+    o1.code(result["stdout"] or "(empty)", language=None)
+    o2.caption("stderr")
+    o2.code(result["stderr"] or "(empty)", language=None)
+
+
 def render() -> None:
     st.title("Sandboxes")
     families = sandboxed_domains()
@@ -74,7 +126,9 @@ def render() -> None:
                "them: " + "; ".join(f"{family} ({len(names)}: {', '.join(sorted(names)[:4])}"
                                     f"{', ...' if len(names) > 4 else ''})" for family, names in sorted(families.items()))
                + ".")
-    show_backends(load_status())
+    status = load_status()
+    show_backends(status)
+    command_box(status)
 
     path = db_path()
     st.subheader("Pools of runs")

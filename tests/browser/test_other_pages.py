@@ -49,3 +49,20 @@ def test_a_deep_link_on_a_fresh_server_goes_through_the_router(browser, fresh_ap
         assert "Store:" in page.get_by_test_id("stSidebar").inner_text()  # the router's sidebar, not file names
     finally:
         context.close()
+
+
+def test_a_command_runs_in_a_sandbox_from_the_sandboxes_page(page, docker_engine):
+    # a real container of the sandbox image: its output, exit code and outcome, no network
+    from tests.browser.streamlit_ui import by_label, click_button
+
+    goto(page, "/sandboxes", "Run a command in a sandbox")
+    field = by_label(page, "stTextArea", "Command (bash -c, in the workspace, as an unprivileged user)")
+    field.locator("textarea").fill("echo made-in-$(pwd); id -u; python3 -c 'import socket; "
+                                   "socket.create_connection((\"1.1.1.1\", 53), 2)' 2>/dev/null || echo offline; exit 3")
+    field.locator("textarea").press("Tab")
+    click_button(page, "Run in a new sandbox")
+    wait_idle(page, "error, exit 3 in")
+    out = page.get_by_test_id("stCode").first.inner_text()
+    assert "made-in-/" in out and "offline" in out, out
+    assert out.split()[1] != "0", f"the command ran as root: {out}"  # the unprivileged user
+    screenshot(page, "sandboxes-command")
