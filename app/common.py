@@ -15,6 +15,7 @@ import pandas as pd
 from backend import views
 from backend.store import Store, default_db_path
 from backend.user_domains import register_stored
+from domains.registry import domain_names, get_domain
 
 
 def db_path() -> str:
@@ -107,7 +108,6 @@ def runs_or_notice(path: str) -> pd.DataFrame | None:
 def domain_labels() -> dict[str, str]:
     """Every registered domain (user domains included) -> its picker label: name, family,
     "sandbox" where scoring needs one, and the start of its description."""
-    from domains.registry import domain_names, get_domain
 
     out = {}
     for name in domain_names():

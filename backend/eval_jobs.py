@@ -32,7 +32,10 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from backend.evaluation import EvalSettings, eval_config, parse_settings, resolve_eval_model
+from backend.evaluation import EvalSettings, eval_config, evaluate_model, parse_settings, resolve_eval_model
+from backend.runs import process_alive, run_process_alive
+from backend.store import Store, default_db_path
+from backend.views import readable_log
 from core.errors import ConfigError, WorkbenchError
 
 LOG_DIR = "eval-logs"
@@ -115,7 +118,6 @@ def log_of(store, ev: dict) -> Path | None:
 def tail(log: Path | None, lines: int = 20) -> list[str]:
     """The last `lines` non-empty lines of a log (none for a missing one), without the
     known-harmless ones (`backend.views.readable_log`) and the job's own header line."""
-    from backend.views import readable_log
 
     if log is None or not log.is_file():
         return []
@@ -130,7 +132,6 @@ def starting(store, now: datetime | None = None) -> list[dict]:
     """Jobs whose process has recorded no evaluation yet: {"pid", "log", "started_at",
     "alive", "tail"}; alive ones are still starting, dead ones (shown for
     `FAILED_START_SHOWN_S`) ended before the evaluation began, their log's end says why."""
-    from backend.runs import process_alive
 
     now = now or datetime.now(timezone.utc)
     recorded = {e["pid"] for e in store.list_evals(in_run=False, limit=50) if e.get("pid")}
@@ -168,7 +169,6 @@ def stop(store, eval_id: str) -> bool:
     Raises:
         EvalNotFound: no such evaluation.
     """
-    from backend.runs import run_process_alive
 
     ev = store.get_eval(eval_id)
     if ev["status"] != "running" or not run_process_alive({"pid": ev.get("pid"), "heartbeat_at": ev["created_at"]}):
@@ -214,8 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m backend.eval_jobs work MODEL --settings JSON``: run one evaluation in
     this process (the store at ``$RLWB_DB``), printing its progress; exit 0 once stored,
     1 on a refused or failed evaluation, 130 when stopped."""
-    from backend.evaluation import evaluate_model
-    from backend.store import Store, default_db_path
 
     parser = argparse.ArgumentParser(prog="python -m backend.eval_jobs")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -20,6 +20,7 @@ from trainer.config import RunConfig, config_errors
 from core.errors import ModelNotFound, WorkbenchError
 from domains.mixes import resolve_mix
 from trainer.models import MODELS, resolve_model
+from trainer.phases import EVALUATION_PHASES, parse_time
 
 #: The fields the form draws as widgets, in order; every other field of the config is
 #: edited as YAML under "Other settings".
@@ -180,7 +181,6 @@ def _evaluations(cfg: RunConfig) -> int:
 def _costs_of(store, run: dict) -> dict[str, float] | None:
     """`DEFAULT_COSTS`' figures as one finished run measured them (its phases), or None for
     a run without phases (recorded before store version 15) or without a step."""
-    from trainer.phases import EVALUATION_PHASES, parse_time
 
     phases = store.run_phases(run["id"])
     if not phases or not all(p["ended_at"] for p in phases):

@@ -425,7 +425,7 @@ class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs, PhaseVerbs):
         self, run_id: str, *, step_min: int | None = None, step_max: int | None = None,
         domain: str | None = None, reward_min: float | None = None,
         reward_max: float | None = None, finish_reason: str | None = None,
-        query: str | None = None, limit: int = 500, offset: int = 0,
+        query: str | None = None, search_in: str = "all", limit: int = 500, offset: int = 0,
     ) -> list[dict]:
         """Up to `limit` trajectories from `offset` matching the filters, ordered by step,
         group_idx, sample_idx; breakdown, retrieval record and turns decoded.
@@ -437,9 +437,10 @@ class Store(EvalVerbs, CatalogueVerbs, SandboxVerbs, PhaseVerbs):
                 `backend.trajectory_query.fts_query`: words must all occur, "quoted phrase",
                 prefix*); any text is safe. None or blank: no search; text without letters
                 or digits matches nothing.
+            search_in: "all" (the default) or "completion" (the completion only).
         """
         where, params = trajectory_filter(run_id, step_min, step_max, domain, reward_min, reward_max,
-                                           finish_reason, query)
+                                           finish_reason, query, search_in)
         rows = self.db.query(f"SELECT * FROM trajectories WHERE {where} ORDER BY {LIST_ORDER} LIMIT ? OFFSET ?",
                              [*params, limit, offset])
         return [_decode_all(r) for r in rows]

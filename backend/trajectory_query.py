@@ -58,6 +58,27 @@ _PIECE_MATCH = ("(id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_f
                 "AND h.id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?)))")
 
 
+#: Where a search looks: "all" (prompt, completion, the turns' text) or "completion" (the
+#: model's completion only; for a multi-turn episode its transcript).
+SEARCH_SCOPES = ("all", "completion")
+_COMPLETION_MATCH = "id IN (SELECT rowid FROM trajectories_fts WHERE trajectories_fts MATCH ?)"
+
+
+def highlight_pattern(text: str | None) -> re.Pattern | None:
+    """A case-insensitive regex finding what the search text's pieces match (`fts_pieces`)
+    in a shown text, for highlighting: a word or phrase as whole words (a phrase's words
+    separated by anything that is not a letter or digit), a prefix* as the words it starts;
+    None without a piece. Approximates FTS5's tokenizer (accents are not folded here)."""
+    alternatives = []
+    for piece in fts_pieces(text):
+        prefix = piece.endswith("*")
+        words = re.findall(r"\w+", piece.rstrip("*")[1:-1].replace('""', '"'))
+        if not words:
+            continue
+        alternatives.append(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + (r"\w*" if prefix else r"(?!\w)"))
+    return re.compile("|".join(alternatives), re.IGNORECASE) if alternatives else None
+
+
 def _all_of(clauses: list[str]) -> str:
     """``clauses`` joined by AND as a balanced tree: a left-deep chain of a thousand
     search pieces exceeds SQLite's expression depth (1000)."""
@@ -70,9 +91,12 @@ def _all_of(clauses: list[str]) -> str:
 def trajectory_filter(
     run_id: str, step_min: int | None = None, step_max: int | None = None, domain: str | None = None,
     reward_min: float | None = None, reward_max: float | None = None, finish_reason: str | None = None,
-    query: str | None = None,
+    query: str | None = None, search_in: str = "all",
 ) -> tuple[str, list]:
     """WHERE clause and parameters of the trajectory filters (see `Store.trajectories`).
+
+    `search_in` (`SEARCH_SCOPES`): "completion" matches the query in the completion column
+    only (the group's prompt is not looked at). Raises ValueError for another scope.
 
     Domain, reward and finish reason are written ``+column`` so SQLite keeps walking the
     list index in list order (and checks them from the index) rather than seeking the
@@ -85,12 +109,14 @@ def trajectory_filter(
         if value is not None:
             where.append(clause)
             params.append(value)
+    if search_in not in SEARCH_SCOPES:
+        raise ValueError(f"search_in must be one of {SEARCH_SCOPES}, not {search_in!r}")
     if query is not None and query.strip():
         pieces = fts_pieces(query)
         if not pieces:
             where.append("0")
         else:
-            where.append(_all_of([_PIECE_MATCH] * len(pieces)))
+            where.append(_all_of([_PIECE_MATCH if search_in == "all" else _COMPLETION_MATCH] * len(pieces)))
         for piece in pieces:
-            params += [piece, f"prompt_search : {piece}"]
+            params += [piece, f"prompt_search : {piece}"] if search_in == "all" else [f"completion : {piece}"]
     return " AND ".join(where), params

@@ -331,7 +331,8 @@ def completion_diff(a: dict, b: dict, max_lines: int = 2000) -> str:
 
 
 def group_frame(store: Store, traj: dict) -> pd.DataFrame:
-    """The samples of `traj`'s group: sample, reward, advantage, tokens, finish, completion, id.
+    """The samples of `traj`'s group: sample, reward, advantage, tokens, finish, id and the
+    completion's start last (the wide column, so the others stay in view).
 
     A "this" column marks the row of `traj` itself with "▶".
     """
@@ -339,7 +340,7 @@ def group_frame(store: Store, traj: dict) -> pd.DataFrame:
         {
             "this": "▶" if t["id"] == traj["id"] else "", "sample": t["sample_idx"],
             "reward": t["reward"], "advantage": t["advantage"], "tokens": t["completion_tokens"],
-            "finish": t["finish_reason"], "completion": _preview(t["completion"]), "id": t["id"],
+            "finish": t["finish_reason"], "id": t["id"], "completion": _preview(t["completion"]),
         }
         for t in store.group(traj["run_id"], traj["step"], traj["group_idx"])
     ]

@@ -8,7 +8,8 @@ exported mesh (Plotly Mesh3d) and the geometry checks; for retrieval domains, th
 the context was assembled from (with their scores).
 
 Filters: steps, domain, reward, finish reason and a full-text search over prompts,
-completions and turns (`Store.trajectories`). They outlive reruns and page switches in
+completions and turns, or completions only (`Store.trajectories`); the shown trajectory's
+prompt and completion mark what the search matched. They outlive reruns and page switches in
 page-prefixed session state; a live run's new step leaves the step range as the user set
 it, except that a range ending at the last step extends to the new last step. The table shows at most `LIMIT` rows; the
 count above it and the JSONL export cover every matching row (the export up to
@@ -20,6 +21,7 @@ reward differs most.
 
 from __future__ import annotations
 
+import html
 import io
 
 import pandas as pd
@@ -30,7 +32,7 @@ from backend import views
 from core.errors import DomainNotFound, TrajectoryNotFound
 from domains.registry import get_domain
 from backend.retrieval_service import fragments_frame
-from backend.trajectory_query import fts_query
+from backend.trajectory_query import fts_query, highlight_pattern
 
 LIMIT = 500
 COUNT_CAP = 100_000  # count matching rows up to this many, then say "more than"
@@ -150,12 +152,17 @@ def filters_for(path: str, run_id: str) -> dict | None:
     domain = cols[1].selectbox("Domain", domains, _pick(domains, "traj_domain"), key="traj_domain")
     rmin, rmax = cols[2].slider("Reward", 0.0, 1.0, remembered("traj_reward", (0.0, 1.0)), step=0.05,
                                 key="traj_reward")
-    cols = st.columns([1, 2])
+    cols = st.columns([2, 3, 2], vertical_alignment="bottom")
     reason = cols[0].selectbox("Finish reason", reasons, _pick(reasons, "traj_finish"), key="traj_finish")
     text = cols[1].text_input("Search text", remembered("traj_search", ""), key="traj_search", max_chars=500,
                               help=SEARCH_HELP,
                               placeholder='words in the prompt, completion or turns · "exact phrase" · prefix*')
-    remember(traj_domain=domain, traj_reward=(rmin, rmax), traj_finish=reason, traj_search=text)
+    only = cols[2].toggle("Completions only", remembered("traj_search_completions", False),
+                          key="traj_search_completions",
+                          help="Search the model's completions only (a multi-turn episode: its transcript), "
+                               "not the prompts")
+    remember(traj_domain=domain, traj_reward=(rmin, rmax), traj_finish=reason, traj_search=text,
+             traj_search_completions=only)
     if text.strip() and fts_query(text) is None:
         cols[1].caption("The search text has no letters or digits to look for; it is ignored.")
         text = ""
@@ -166,6 +173,7 @@ def filters_for(path: str, run_id: str) -> dict | None:
         "reward_max": rmax if rmax < 1.0 else None,
         "finish_reason": None if reason == ALL_REASONS else reason,
         "query": text.strip() or None,
+        "search_in": "completion" if only else "all",
     }
 
 
@@ -184,13 +192,33 @@ def follow_link(path: str) -> None:
     run_id, step = traj["run_id"], traj["step"]
     st.session_state["traj_run"] = run_id
     st.session_state.setdefault(STEP_RANGES, {})[run_id] = (step, step, step + 1)  # ends before any last step
-    remember(traj_domain=traj["domain"], traj_reward=(0.0, 1.0), traj_finish=ALL_REASONS, traj_search="")
-    for key in ("traj_steps", "traj_domain", "traj_reward", "traj_finish", "traj_search"):
+    remember(traj_domain=traj["domain"], traj_reward=(0.0, 1.0), traj_finish=ALL_REASONS, traj_search="",
+             traj_search_completions=False)
+    for key in ("traj_steps", "traj_domain", "traj_reward", "traj_finish", "traj_search", "traj_search_completions"):
         st.session_state.pop(key, None)  # widgets start from the values set above
     st.session_state["traj_selected"] = traj["id"]
 
 
-def show_trajectory(traj: dict) -> None:
+def show_text(text: str, pattern) -> int:
+    """A text block as `st.code` would show it, with the search's matches marked when
+    `pattern` (`backend.trajectory_query.highlight_pattern`) finds any; returns how many."""
+    text = shown(text)
+    spans = list(pattern.finditer(text)) if pattern is not None else []
+    if not spans:
+        st.code(text, language=None, wrap_lines=True)
+        return 0
+    out, at = [], 0
+    for m in spans:
+        out += [html.escape(text[at:m.start()]), f"<mark>{html.escape(m.group())}</mark>"]
+        at = m.end()
+    out.append(html.escape(text[at:]))
+    st.html('<pre class="rlwb-search-hit" style="white-space: pre-wrap; word-break: break-word; padding: 0.75rem 1rem; '
+            'border-radius: 0.5rem; background: rgba(151, 166, 195, 0.15); font-size: 0.85rem">'
+            + "".join(out) + "</pre>")
+    return len(spans)
+
+
+def show_trajectory(traj: dict, search: str | None = None, search_in: str = "all") -> None:
     st.subheader(f"Trajectory #{traj['id']}")
     st.caption(f"{traj['domain']} · step {traj['step']} · group {traj['group_idx']} · "
                f"sample {traj['sample_idx']} · task seed {traj['task_seed']}"
@@ -205,9 +233,15 @@ def show_trajectory(traj: dict) -> None:
     head[0].markdown("**Prompt**")
     raw = head[1].toggle("Raw chat template", key="traj_raw_prompt",
                          help="The exact text the model was given, special tokens included")
-    st.code(shown(traj["prompt"] if raw else views.readable_prompt(traj["prompt"])), language=None, wrap_lines=True)
+    pattern = highlight_pattern(search)
+    hits = show_text(traj["prompt"] if raw else views.readable_prompt(traj["prompt"]),
+                     pattern if search_in == "all" else None)
     st.markdown("**Completion**")
-    st.code(shown(traj["completion"]), language=None, wrap_lines=True)
+    hits += show_text(traj["completion"], pattern)
+    if pattern is not None:
+        st.caption(f"{hits} match{'es' if hits != 1 else ''} of the search marked above"
+                   + ("" if hits else " (it matched the turns' text or the group's prompt, or words the marking "
+                                      "reads differently)"))
     if traj.get("turns"):
         show_turns(traj)
     breakdown = traj.get("breakdown") or {}
@@ -306,7 +340,13 @@ def show_group(traj: dict, frame: pd.DataFrame, group: list[dict]) -> None:
     st.subheader(f"Its group ({len(group)} samples)")
     rewards = frame["reward"]
     st.caption(f"mean reward {rewards.mean():.3f} · std {rewards.std(ddof=0):.3f}")
-    st.dataframe(frame, hide_index=True, key="traj_group_table")
+    # the right-hand column is narrow: the marker joins the sample number, small columns stay in view,
+    # the completion's start comes before tokens and finish (ids are in the expanders below and the table on the left)
+    shown_frame = frame.assign(sample=[f"▶ {s}" if mark else str(s) for mark, s in zip(frame["this"], frame["sample"])])
+    small = {c: st.column_config.Column(c, width="small") for c in ("sample", "reward", "advantage", "tokens", "finish")}
+    st.dataframe(shown_frame, hide_index=True, key="traj_group_table",
+                 column_order=("sample", "reward", "advantage", "completion", "tokens", "finish"),
+                 column_config={**small, "completion": st.column_config.TextColumn("completion", width="medium")})
     for other in group:
         if other["id"] == traj["id"]:
             continue
@@ -411,7 +451,7 @@ def render() -> None:
     traj, group_frame, group = load_trajectory(path, traj_id)
     left, right = st.columns([3, 2])
     with left:
-        show_trajectory(traj)
+        show_trajectory(traj, filters["query"], filters["search_in"])
     with right:
         show_group(traj, group_frame, group)
     show_compare(path, traj, group, table)

@@ -242,6 +242,22 @@ def test_search_reaches_turn_outputs_and_observations(store):
     assert found("What", step_min=2) == [(2, 0)] and found("  ") == found(None) == found("What")
     assert found("select") == [(1, 1)]  # tool-call arguments
     assert found("exit_code") == [] and found("stdout") == []  # JSON keys are not text
+    # completions only: the prompts' words no longer match; what the completion holds still does
+    assert found("What", search_in="completion") == []
+    assert found("marmoset", search_in="completion") == []  # a tool's observation is not the completion
+    assert found("Answer", search_in="completion") == found("Answer") != []
+    assert store.count_trajectories(rid, query="What", search_in="completion") == 0
+    with pytest.raises(ValueError, match="search_in"):
+        found("What", search_in="prompts")
+
+
+def test_highlight_pattern_marks_what_the_search_pieces_match():
+    from backend.trajectory_query import highlight_pattern
+
+    p = highlight_pattern('err* "two plus" 42 AND(')
+    text = "Error: two  plus three is 42, not 420; and AND( errno, terrible"
+    assert p.findall(text) == ["Error", "two  plus", "42", "and", "AND", "errno"]
+    assert highlight_pattern("  ") is None and highlight_pattern('"" * (') is None
 
 
 HOSTILE = ['"', '""', '"""', "'", "*", "**", "AND", "AND(", "OR", "NOT", "NEAR", "NEAR(a b, 2)", "(", ")",

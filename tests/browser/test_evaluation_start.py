@@ -21,16 +21,23 @@ EVAL_WAIT_MS = 300_000  # the process imports torch, loads the tiny model, sampl
 @pytest.fixture(scope="module")
 def eval_db(browser_run, tmp_path_factory):
     """A copy of the tiny run's store of this module's own (evaluations must not appear in
-    the store the other page tests read)."""
+    the store the other page tests read), without the standalone evaluations other modules
+    stored there (test_evaluation_page's): the form is open only while none has completed."""
     import sqlite3
 
     db = tmp_path_factory.mktemp("eval-start") / "wb.db"
     src, dst = sqlite3.connect(browser_run[0]), sqlite3.connect(db)
     try:
         src.backup(dst)
+        standalone = "SELECT id FROM eval_runs WHERE phase IS NULL"  # `rlwb eval`'s, not a run's own
+        dst.execute(f"DELETE FROM eval_samples WHERE eval_id IN ({standalone})")
+        dst.execute(f"DELETE FROM eval_runs WHERE id IN ({standalone})")
+        dst.commit()
     finally:
         src.close()
         dst.close()
+    with Store(db) as store:
+        assert store.list_evals(in_run=False) == []
     return db
 
 

@@ -10,7 +10,7 @@ from backend import views
 from backend.store import Store
 from tests.browser.streamlit_ui import (
     click_table_row, code_texts, expect, fill_text, goto, screenshot, select_option, selectbox, squash,
-    table_row_count, table_rows,
+    table_row_count, table_rows, wait_idle,
 )
 
 TRAJ_TABLE = "traj_table"
@@ -108,7 +108,27 @@ def test_full_text_search_and_finish_reason_filter(page, browser_run):
                             exact=True)).to_be_visible()
     assert table_row_count(page, TRAJ_TABLE) == n
     assert {int(r["id"]) for r in table_rows(page, TRAJ_TABLE)} <= {r["id"] for r in found}  # rows on screen
+    marked = page.locator("pre.rlwb-search-hit mark")  # the shown completion marks the word
+    expect(marked.first).to_be_visible()
+    assert {m.lower() for m in marked.all_inner_texts()} == {word.lower()}
     screenshot(page, "trajectories-search")
+    with Store(db) as store:
+        c = store.count_trajectories(run_id, query=word, search_in="completion")
+    page.get_by_text("Completions only", exact=True).click()
+    wait_idle(page)
+    expect(page.get_by_text(f"{c} {'trajectory matches' if c == 1 else 'trajectories match'}",
+                            exact=True)).to_be_visible()
+    with Store(db) as store:  # a word of the prompts that no completion holds
+        prompt_word = next(w for w in re.findall(r"[A-Za-z]{5,}", rows[0]["prompt"])
+                           if not store.count_trajectories(run_id, query=w, search_in="completion"))
+        in_prompts = store.count_trajectories(run_id, query=prompt_word)
+    fill_text(page, "Search text", prompt_word)
+    expect(page.get_by_text("No trajectories match these filters.", exact=False)).to_be_visible()
+    page.get_by_text("Completions only", exact=True).click()
+    wait_idle(page)
+    expect(page.get_by_text(f"{in_prompts:,} {'trajectory matches' if in_prompts == 1 else 'trajectories match'}",
+                            exact=False).first).to_be_visible()
+    fill_text(page, "Search text", word)
 
     reason, k = reasons.most_common(1)[0]
     select_option(page, "Finish reason", reason)
