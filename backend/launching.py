@@ -110,6 +110,11 @@ def field_of(path: str) -> str:
     return head if head in FORM_FIELDS else "other"
 
 
+def field_help(name: str) -> str:
+    """The description of `RunConfig` field `name` (what the form's help shows for it)."""
+    return RunConfig.model_fields[name].description or ""
+
+
 def other_fields() -> list[dict[str, str]]:
     """The run config fields the "Other settings" box takes (those without a field of their
     own on the form), for the page's reference table: field, default (YAML) and help."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Algorithm = Literal["grpo", "dr_grpo", "rloo"]
+Algorithm = Literal["grpo", "dr_grpo", "rloo", "dapo", "gspo", "cispo", "reinforce_pp", "reinforce_pp_baseline"]
 EngineKind = Literal["vllm", "hf"]
 SandboxBackend = Literal["docker", "local"]
 

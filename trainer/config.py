@@ -35,6 +35,10 @@ RAY_ADDRESS_RE = re.compile(r"^(auto|(ray://)?[A-Za-z0-9._-]+:\d{1,5})$")
 QUICKSTART_DOMAINS = ["basic_arithmetic", "chain_sum", "gsm_symbolic", "letter_counting", "spell_backward"]
 
 
+#: DAPO's eps_high (Yu et al., 2025, arXiv:2503.14476, §3.1): ``algorithm: dapo``'s upper clip unless set
+DAPO_CLIP_EPS_HIGH = 0.28
+
+
 class RunConfig(BaseModel):
     """Everything one post-training run needs. Stored with the run as JSON.
 
@@ -64,7 +68,13 @@ class RunConfig(BaseModel):
 
     algorithm: Algorithm = Field(
         "grpo", description="grpo: advantages normalised by the group std; dr_grpo: mean-centred only; rloo: "
-                            "reward minus the mean of the group's other samples (leave-one-out baseline)."
+                            "reward minus the mean of the group's other samples (leave-one-out baseline); dapo: "
+                            "grpo with clip-higher (clip_eps_high 0.28 unless set; configs/dapo.yaml adds its "
+                            "overlong: soft and zero_variance: resample); gspo: one clipped importance ratio per "
+                            "sequence (configs/gspo.yaml: the paper's clip ranges); cispo: clipped, detached "
+                            "importance weights on every token's log-prob; reinforce_pp: rewards normalised over "
+                            "the batch, no group baseline; reinforce_pp_baseline: group mean subtracted, then "
+                            "normalised over the batch (papers: trainer/algorithms/grpo.py)."
     )
     steps: int = Field(20, ge=1, le=100_000, description="Training steps (one rollout + one optimizer step each).")
     prompts_per_step: int = Field(4, ge=1, description="Tasks sampled per step.")
@@ -84,7 +94,12 @@ class RunConfig(BaseModel):
     warmup_steps: int = Field(0, ge=0, description="Linear warmup steps.")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping threshold (global L2 norm).")
-    clip_eps: float = Field(0.2, gt=0.0, lt=1.0, description="PPO clip range for the importance ratio.")
+    clip_eps: float = Field(0.2, gt=0.0, lt=1.0, description="PPO clip range for the importance ratio (the lower "
+                            "one, and the upper one unless clip_eps_high is set).")
+    clip_eps_high: float | None = Field(
+        None, gt=0.0, le=10.0, description="Upper clip range: the ratio is clipped to [1 - clip_eps, 1 + "
+                                           "clip_eps_high] (DAPO's clip-higher; cispo's only bound). Unset: "
+                                           "clip_eps, or 0.28 under algorithm: dapo.")
     kl_coef: float = Field(0.02, ge=0.0, description="Weight of the k3 KL penalty to the frozen reference; 0 disables it.")
 
     zero_stage: int = Field(2, ge=0, le=2, description="DeepSpeed ZeRO stage (0-2; weights are synced from full parameters).")
@@ -152,15 +167,21 @@ class RunConfig(BaseModel):
         0.2, ge=0.0, lt=1.0, description="Curriculum: lower a domain's level when its full window's pass rate "
                                          "is below this (must be below curriculum_raise_above).")
     zero_variance: Literal["keep", "skip", "resample"] = Field(
-        "keep", description="Groups whose rewards are all equal (no GRPO signal): keep (advantage 0), skip (drop "
+        "keep", description="Groups whose rewards are all equal (no GRPO signal): keep (advantage 0; under "
+                            "reinforce_pp their rewards still count against the batch's), skip (drop "
                             "from the learner batch) or resample (redraw their tasks, then skip what is left).")
     max_resample_rounds: int = Field(
         2, ge=0, le=10, description="zero_variance: resample: rounds of redrawing zero-variance groups per step.")
-    overlong: Literal["keep", "mask", "penalize"] = Field(
+    overlong: Literal["keep", "mask", "penalize", "soft"] = Field(
         "keep", description="Truncated samples (finish \"length\": a completion cut at max_new_tokens, an episode "
                             "cut by max_episode_tokens or max_turns): keep (scored and trained like finished ones), "
                             "mask (no part in the loss or their group's advantage statistics; DAPO's overlong "
-                            "filtering) or penalize (reward 0, the failure reward, before advantages).")
+                            "filtering), penalize (reward 0, the failure reward, before advantages) or soft (DAPO's "
+                            "soft overlong punishment: a completion longer than max_new_tokens - overlong_buffer "
+                            "loses up to 1 from its reward, linearly over the buffer).")
+    overlong_buffer: int = Field(
+        16, ge=1, le=768, description="overlong: soft: the last tokens before max_new_tokens over which the "
+                                      "length penalty grows from 0 to 1 (DAPO's L_cache).")
 
     checkpoint_every: int = Field(0, ge=0, description="Save an HF checkpoint every N steps (0: only at the end).")
     eval_tasks_per_domain: int = Field(
@@ -263,6 +284,23 @@ class RunConfig(BaseModel):
         if self.mix is not None and self.mix_spec:
             return list(self.mix_spec["domains"])
         return list(self.domains)
+
+    @property
+    def clip_range(self) -> tuple[float, float]:
+        """(eps_low, eps_high): the ratio is clipped to [1 - eps_low, 1 + eps_high]."""
+        if self.clip_eps_high is not None:
+            return self.clip_eps, self.clip_eps_high
+        return self.clip_eps, DAPO_CLIP_EPS_HIGH if self.algorithm == "dapo" else self.clip_eps
+
+    @field_validator("overlong_buffer")
+    @classmethod
+    def _buffer_below_cap(cls, v: int, info: ValidationInfo) -> int:
+        # max_new_tokens and overlong are declared (so validated) before this field
+        cap = info.data.get("max_new_tokens")
+        if info.data.get("overlong") == "soft" and cap is not None and v > cap:
+            raise ValueError(f"the soft overlong buffer ({v} tokens) must fit in max_new_tokens ({cap}); set "
+                             f"overlong_buffer: {max(1, cap // 4)}")
+        return v
 
     @field_validator("group_size")
     @classmethod

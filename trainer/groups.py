@@ -2,11 +2,12 @@
 
 `sample_tasks` draws a step's tasks (a domain by weight, its level uniform over the mix's
 range or the curriculum's level, a training seed); `collect_groups` rolls them out with a
-given `play` (e.g. `trainer.scoring.rollout`), fills the advantages (`assign_advantages`:
-GRPO, Dr. GRPO or RLOO) and treats groups whose rewards are all equal as
+given `play` (e.g. `trainer.scoring.rollout`), fills the advantages (`assign_advantages`, the
+estimator of the run's algorithm: `trainer.algorithms.grpo.ALGORITHM_PARTS`; REINFORCE++'s
+are normalised over the final learner batch) and treats groups whose rewards are all equal as
 ``zero_variance`` says: keep them (advantage 0), skip them, or resample their tasks (DAPO's
 dynamic sampling, Yu et al., 2025, arXiv:2503.14476). Truncated samples are kept, masked or
-penalized as ``overlong`` says (`trainer.overlong`).
+penalized, and long ones shaped, as ``overlong`` says (`trainer.overlong`).
 
 Not covered: generating and scoring the samples (`trainer.scoring`), the learner step.
 """
@@ -25,7 +26,7 @@ from domains.contract import Task
 from domains.registry import get_domain
 from domains.splits import train_seed
 from core.errors import GenerationTimeout
-from trainer.algorithms.grpo import group_advantages, leave_one_out_advantages
+from trainer.algorithms.grpo import ALGORITHM_PARTS, batch_normalize, group_advantages, leave_one_out_advantages
 from trainer.curriculum import Curriculum
 from trainer.overlong import masked, overlong_metrics, treat_overlong
 from trainer.types import Sample
@@ -86,18 +87,29 @@ def zero_variance(group: list[Sample]) -> bool:
     return len(rewards) < 2 or len(set(rewards)) == 1
 
 
-def assign_advantages(samples: list[Sample], group_size: int, algorithm: str, overlong: str = "keep") -> int:
-    """Fill `Sample.advantage` group by group (GRPO, Dr. GRPO or RLOO).
+def assign_advantages(samples: list[Sample], group_size: int, algorithm: str, overlong: str = "keep",
+                      max_tokens: int | None = None, overlong_buffer: int | None = None) -> int:
+    """Fill `Sample.advantage` group by group with `algorithm`'s estimator
+    (`trainer.algorithms.grpo.ALGORITHM_PARTS`): the group-std-normalised (GRPO, DAPO, GSPO,
+    CISPO), mean-centred (Dr. GRPO, REINFORCE++-baseline) or leave-one-out (RLOO) reward, or
+    for REINFORCE++ the reward itself, zero-variance groups included (`normalize_over_batch`
+    then normalises REINFORCE++'s over the learner batch).
 
-    Truncated samples are first masked or penalized as `overlong` says
-    (`trainer.overlong.treat_overlong`). Samples with a harness fault (they are not the
-    model's failure) and masked samples get advantage 0 and take no part in their group's
-    statistics.
+    Overlong samples are first masked, penalized or shaped as `overlong` says
+    (`trainer.overlong.treat_overlong`, with `max_tokens` and `overlong_buffer` for "soft").
+    Samples with a harness fault (they are not the model's failure) and masked samples get
+    advantage 0 and take no part in their group's statistics.
 
     Returns:
         The number of groups whose scored rewards were all equal (no GRPO signal).
+
+    Raises:
+        ValueError: an unknown algorithm or overlong mode.
     """
-    treat_overlong(samples, overlong)
+    if algorithm not in ALGORITHM_PARTS:
+        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHM_PARTS)}, got {algorithm!r}")
+    estimator = ALGORITHM_PARTS[algorithm][0]
+    treat_overlong(samples, overlong, max_tokens, overlong_buffer)
     zero_var = 0
     for group in by_group(samples).values():
         scored = [s for s in group if s.fault is None and not masked(s)]
@@ -105,15 +117,38 @@ def assign_advantages(samples: list[Sample], group_size: int, algorithm: str, ov
             s.advantage = 0.0
         if zero_variance(group):
             zero_var += 1
+            if estimator != "batch":
+                continue
+        if estimator == "batch":
+            for s in scored:
+                s.advantage = float(s.reward)
             continue
         rewards = torch.tensor([[s.reward for s in scored]], dtype=torch.float32)
-        if algorithm == "rloo":
+        if estimator == "leave_one_out":
             adv = leave_one_out_advantages(rewards)
         else:
-            adv = group_advantages(rewards, normalize_std=(algorithm == "grpo"))
+            adv = group_advantages(rewards, normalize_std=(estimator == "group_std"))
         for s, a in zip(scored, adv.flatten().tolist()):
             s.advantage = a
     return zero_var
+
+
+def normalize_over_batch(samples: list[Sample], batch: list[Sample], algorithm: str) -> None:
+    """REINFORCE++ (and its -baseline variant): normalise the advantages of the learner
+    `batch`'s scored samples over that batch (`trainer.algorithms.grpo.batch_normalize`);
+    the step's other `samples` (skipped, masked, faulted) get advantage 0. Other algorithms:
+    nothing changes."""
+    if ALGORITHM_PARTS[algorithm][0] not in ("batch", "group_mean_batch"):
+        return
+    scored = [s for s in batch if s.fault is None]
+    ids = {id(s) for s in scored}
+    for s in samples:
+        if id(s) not in ids:
+            s.advantage = 0.0
+    if scored:
+        adv = batch_normalize(torch.tensor([s.advantage for s in scored], dtype=torch.float32))
+        for s, a in zip(scored, adv.tolist()):
+            s.advantage = a
 
 
 @dataclass
@@ -163,7 +198,7 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
         ``overlong/penalized`` (recorded samples treated).
     """
     rolled = play(sample_tasks(cfg, rng, cfg.prompts_per_step, curriculum))
-    assign_advantages(rolled, cfg.group_size, cfg.algorithm, cfg.overlong)
+    assign_advantages(rolled, cfg.group_size, cfg.algorithm, cfg.overlong, cfg.max_new_tokens, cfg.overlong_buffer)
     groups = by_group(rolled)
     zero = sorted(g for g, group in groups.items() if zero_variance(group))
     domains: dict[str, list[bool]] = defaultdict(list)
@@ -178,7 +213,7 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
         fresh = play(sample_tasks(cfg, rng, len(zero), curriculum))
         for s in fresh:
             s.group = zero[s.group]  # take the place of the group it replaces
-        assign_advantages(fresh, cfg.group_size, cfg.algorithm, cfg.overlong)
+        assign_advantages(fresh, cfg.group_size, cfg.algorithm, cfg.overlong, cfg.max_new_tokens, cfg.overlong_buffer)
         rolled = rolled + fresh
         resampled += len(zero)
         groups.update(by_group(fresh))
@@ -190,4 +225,5 @@ def collect_groups(cfg: RunConfig, rng: random.Random, play: Callable[[list[Task
     metrics.update(overlong_metrics(samples, cfg.overlong))
     # a prompt over the engine's window was never generated: it has nothing to train on
     batch = [s for s in samples if s.group not in skipped and not masked(s) and s.fault != "context"]
+    normalize_over_batch(samples, batch, cfg.algorithm)
     return StepGroups(samples, batch, rolled, metrics)

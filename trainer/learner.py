@@ -54,7 +54,7 @@ import torch
 from trainer.config import RunConfig
 from core.errors import ConfigError
 from trainer import prefix_attention
-from trainer.algorithms.grpo import LossOutput, policy_loss
+from trainer.algorithms.grpo import ALGORITHM_PARTS, LossOutput, policy_loss
 from trainer.checkpoints import replace_durably
 from trainer.logprobs import (check_packing, first_completion_column, packed_token_logprobs, shared_prefix_error,
                               token_logprobs)
@@ -313,6 +313,7 @@ class DeepSpeedLearner:
         t0 = time.perf_counter()
         self.engine.train()
         total_tokens = float(batch.completion_mask.sum().item()) or 1.0
+        total_sequences = float((batch.completion_mask.sum(dim=1) > 0).sum().item()) or 1.0  # GSPO's mean
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
         if self.batching == "shared_prefix":
             micros, pass_one = batch.shared_prefix_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
@@ -325,7 +326,7 @@ class DeepSpeedLearner:
         for i, micro in enumerate(micros):
             # the optimizer steps after the last micro-batch, not after a fixed count of them
             self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
-            out, entropy_sum = pass_one(micro, total_tokens)
+            out, entropy_sum = pass_one(micro, total_tokens, total_sequences)
             self.engine.backward(out.loss, scale_wrt_gas=False)
             self.engine.step()
             sums["loss"] += float(out.loss.detach())
@@ -370,7 +371,19 @@ class DeepSpeedLearner:
             with torch.no_grad(), self.module.disable_adapter():
                 yield self.module
 
-    def _padded_micro_step(self, micro: LearnerBatch, total_tokens: float) -> tuple[LossOutput, float]:
+    def _loss(self, logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+              ref_lp: torch.Tensor | None, sequence_index: torch.Tensor, total_tokens: float,
+              total_sequences: float) -> LossOutput:
+        """`policy_loss` with the run's algorithm (its objective), clip range and KL weight;
+        tensors as `policy_loss` takes them, sums over the step's tokens or sequences."""
+        low, high = self.cfg.clip_range
+        return policy_loss(logp, old, adv, mask, clip_eps=low, clip_eps_high=high, ref_logprobs=ref_lp,
+                           kl_coef=self.cfg.kl_coef, num_tokens_total=total_tokens,
+                           objective=ALGORITHM_PARTS[self.cfg.algorithm][1], sequence_index=sequence_index,
+                           num_sequences_total=total_sequences)
+
+    def _padded_micro_step(self, micro: LearnerBatch, total_tokens: float,
+                           total_sequences: float) -> tuple[LossOutput, float]:
         """Forward pass and loss of one right-padded micro-batch; (loss, entropy sum in nats)."""
         ids, att = micro.input_ids.to(self.device), micro.attention_mask.to(self.device)
         mask = micro.completion_mask.to(self.device)
@@ -380,14 +393,13 @@ class DeepSpeedLearner:
             with self._reference() as ref:
                 ref_lp, _ = token_logprobs(ref, ids, att, first_scored=first, temperature=temp)
         logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first, temperature=temp)
-        out = policy_loss(
-            logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask,
-            clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
-            num_tokens_total=total_tokens,
-        )
+        rows = torch.arange(ids.shape[0], device=self.device).unsqueeze(1).expand_as(mask)  # a row is a sequence
+        out = self._loss(logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask, ref_lp,
+                         rows, total_tokens, total_sequences)
         return out, float((ent * mask).sum())
 
-    def _packed_micro_step(self, micro: PackedMicroBatch, total_tokens: float) -> tuple[LossOutput, float]:
+    def _packed_micro_step(self, micro: PackedMicroBatch, total_tokens: float,
+                           total_sequences: float) -> tuple[LossOutput, float]:
         """Forward pass and loss of one packed (or shared-prefix) micro-batch; (loss, entropy
         sum in nats).
 
@@ -408,11 +420,8 @@ class DeepSpeedLearner:
         logp, ent = packed_token_logprobs(self.engine, self.module.get_output_embeddings(), ids, pos, index,
                                           targets, with_entropy=True, temperature=temp, attention_mask=allow,
                                           segments=micro.segments)
-        out = policy_loss(
-            logp.unsqueeze(1), micro.old_logprobs.to(dev).unsqueeze(1), micro.advantages.to(dev), mask,
-            clip_eps=self.cfg.clip_eps, ref_logprobs=ref_lp, kl_coef=self.cfg.kl_coef,
-            num_tokens_total=total_tokens,
-        )
+        out = self._loss(logp.unsqueeze(1), micro.old_logprobs.to(dev).unsqueeze(1), micro.advantages.to(dev), mask,
+                         ref_lp, micro.sequence_index.to(dev).unsqueeze(1), total_tokens, total_sequences)
         return out, float((ent.unsqueeze(1) * mask).sum())
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:

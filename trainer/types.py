@@ -59,7 +59,7 @@ class Sample:
         prompt: the rendered prompt text (after the chat template).
         prompt_ids: prompt token ids, length P (tokens).
         completion: `Completion` from the engine.
-        reward: scalar reward in [0, 1].
+        reward: scalar reward in [0, 1] (down to -1 after `trainer.overlong`'s soft shaping).
         breakdown: named reward parts (`domains.contract.Breakdown`), e.g. {"format": 1.0,
             "correct": 0.0, "extracted": "17"}.
         advantage: group-normalised advantage, filled in by the algorithm.
@@ -176,7 +176,7 @@ class LearnerBatch:
         width = max(sum(lengths[i] for i in b) for b in bins)
         ids = torch.full((len(bins), width), pad_id, dtype=torch.long)
         pos = torch.zeros((len(bins), width), dtype=torch.long)
-        index, targets, old, adv, mask = [], [], [], [], []
+        index, targets, old, adv, mask, seq = [], [], [], [], [], []
         for r, b in enumerate(bins):
             offset = 0
             for i in b:
@@ -189,11 +189,12 @@ class LearnerBatch:
                 old.append(self.old_logprobs[i, cols])
                 adv.append(self.advantages[i].expand(len(cols)))
                 mask.append(self.completion_mask[i, cols])
+                seq.append(torch.full((len(cols),), len(seq), dtype=torch.long))
                 offset += n
             pos[r, offset:] = torch.arange(width - offset)  # the tail: a block of its own
         return PackedMicroBatch(ids, pos, torch.cat(index), torch.cat(targets), torch.cat(old),
                                 torch.cat(adv), torch.cat(mask), num_sequences=sum(len(b) for b in bins),
-                                num_tokens=sum(lengths[i] for b in bins for i in b))
+                                num_tokens=sum(lengths[i] for b in bins for i in b), sequence_index=torch.cat(seq))
 
     def shared_prefix_micro_batches(self, rows: int, pad_id: int = 0) -> list["PackedMicroBatch"]:
         """Pack each group's prompt once, its completions after it: the shared-prefix forward of
@@ -253,7 +254,7 @@ class LearnerBatch:
         pos = torch.zeros((len(bins), width), dtype=torch.long)
         allow = torch.zeros((len(bins), width, width), dtype=torch.bool)
         causal = torch.ones(width, width, dtype=torch.bool).tril()
-        index, targets, old, adv, mask = [], [], [], [], []
+        index, targets, old, adv, mask, seq = [], [], [], [], [], []
         layout = []
         for r, b in enumerate(bins):
             offset = 0
@@ -280,6 +281,7 @@ class LearnerBatch:
                     old.append(self.old_logprobs[i, cols])
                     adv.append(self.advantages[i].expand(len(cols)))
                     mask.append(self.completion_mask[i, cols])
+                    seq.append(torch.full((len(cols),), len(seq), dtype=torch.long))
                     cursor += k
                 offset = cursor
             layout.append(tuple(row))
@@ -288,7 +290,7 @@ class LearnerBatch:
         return PackedMicroBatch(ids, pos, torch.cat(index), torch.cat(targets), torch.cat(old),
                                 torch.cat(adv), torch.cat(mask), num_sequences=sum(len(seg) for b in bins for seg in b),
                                 num_tokens=sum(seg_tokens(seg) for b in bins for seg in b), attention_mask=allow,
-                                segments=tuple(layout))
+                                segments=tuple(layout), sequence_index=torch.cat(seq))
 
     @classmethod
     def from_samples(cls, samples: list[Sample], pad_id: int) -> "LearnerBatch":
@@ -367,6 +369,8 @@ class PackedMicroBatch:
         segments: None, or for a shared-prefix micro-batch, per row a tuple of
             (offset, prefix length, completion lengths) per group in column order: the same
             layout as `attention_mask`, for `trainer.prefix_attention.PrefixLayout`.
+        sequence_index: (K,) int64, the sequence (0-based within the micro-batch) each
+            scored token belongs to: GSPO's sequence-level ratio needs it.
     """
 
     input_ids: torch.Tensor
@@ -380,6 +384,7 @@ class PackedMicroBatch:
     num_tokens: int
     attention_mask: torch.Tensor | None = None
     segments: tuple | None = None
+    sequence_index: torch.Tensor | None = None
 
     @property
     def padding_share(self) -> float:

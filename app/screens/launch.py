@@ -83,8 +83,7 @@ def model_fields(store, values: dict, slots: dict) -> dict:
     slots["model"] = c1.empty()
     algorithm = c2.selectbox("Algorithm", ALGORITHMS, index=ALGORITHMS.index(values.get("algorithm", "grpo")),
                              key="launch_algorithm",
-                             help="grpo: group-normalised advantages; dr_grpo: mean-centred only; "
-                                  "rloo: leave-one-out baseline")
+                             help=launching.field_help("algorithm"))
     slots["algorithm"] = c2.empty()
     chosen = model_path.strip() if model == OTHER_PATH else model
     return {"name": name, "model": chosen, "algorithm": algorithm}

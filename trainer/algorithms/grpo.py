@@ -18,9 +18,28 @@
   loss infinite (see `k3_kl`).
 * Token-level aggregation: every completion token in the step weighs the same (sum over
   tokens / number of tokens), as in DAPO: Yu et al., 2025, arXiv:2503.14476.
+* DAPO (same paper): GRPO's advantages with a decoupled clip range [1 - eps_low,
+  1 + eps_high], eps_high 0.28 > eps_low 0.2 ("clip-higher"), token-level aggregation, the
+  soft overlong punishment (`trainer.overlong`, ``overlong: soft``) and dynamic sampling
+  (``zero_variance: resample``); ``configs/dapo.yaml`` sets the whole recipe.
+* GSPO: Zheng et al., 2025, "Group Sequence Policy Optimization", arXiv:2507.18071 — one
+  importance ratio per sequence, s_i = (pi(y_i|x) / pi_old(y_i|x))^(1/|y_i|), clipped per
+  sequence, each sequence's tokens averaged, then sequences averaged. Computed in the
+  paper's GSPO-token form (s_i,t = sg[s_i] * pi(y_t) / sg[pi(y_t)]), whose value and
+  gradient equal GSPO's when a sequence's tokens share its advantage, so packed layouts
+  (tokens of many sequences flat) need only each token's sequence index.
+* CISPO: MiniMax, 2025, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning
+  Attention", arXiv:2506.13585, §3.1 — the importance weight is clipped and detached and
+  multiplies A * log pi of *every* token (no token's gradient is dropped by a clip);
+  clipped from above only (the paper sets no lower bound in practice).
+* REINFORCE++: Hu, 2025, "REINFORCE++: A Simple and Efficient Approach for Aligning Large
+  Language Models", arXiv:2501.03262 — no per-group baseline: rewards normalised over the
+  whole batch (`batch_normalize`); its "-baseline" variant first subtracts each group's
+  mean reward (as OpenRLHF's ``reinforce_baseline``), then normalises over the batch. The
+  KL stays a k3 term of the loss here (OpenRLHF's ``use_kl_loss``), not a reward shaping.
 
-Not covered: value functions (PPO with a critic), multi-epoch updates, sequence-level
-aggregation variants.
+Not covered: value functions (PPO with a critic), multi-epoch updates, DAPO's and
+REINFORCE++'s token-weighted batch statistics (advantages here are per sequence).
 """
 
 from __future__ import annotations
@@ -76,6 +95,43 @@ def leave_one_out_advantages(rewards: torch.Tensor) -> torch.Tensor:
     return r - others
 
 
+def batch_normalize(advantages: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """REINFORCE++'s global normalisation (Hu, 2025, arXiv:2501.03262): (a - mean) / (std + eps)
+    over the whole batch, population std.
+
+    Args:
+        advantages: (N,) one value per sequence: rewards (REINFORCE++) or group-centred
+            rewards (REINFORCE++-baseline).
+
+    Returns:
+        (N,) float32; all 0 when N < 2 or every value is equal.
+    """
+    a = advantages.to(torch.float32).flatten()
+    if a.numel() < 2:
+        return torch.zeros_like(a)
+    centred = a - a.mean()
+    std = a.std(unbiased=False)
+    return torch.zeros_like(a) if float(std) == 0.0 else centred / (std + eps)
+
+
+#: algorithm -> (advantage estimator, loss objective); see the module docstring for each.
+#: Advantage estimators: "group_std" (GRPO), "group_mean" (Dr. GRPO), "leave_one_out" (RLOO),
+#: "batch" (REINFORCE++), "group_mean_batch" (REINFORCE++-baseline). Objectives: "ppo"
+#: (token ratio, clipped), "gspo" (sequence ratio, clipped, sequence-mean), "cispo"
+#: (clipped, detached weight on every token's log-prob).
+ALGORITHM_PARTS: dict[str, tuple[str, str]] = {
+    "grpo": ("group_std", "ppo"),
+    "dr_grpo": ("group_mean", "ppo"),
+    "rloo": ("leave_one_out", "ppo"),
+    "dapo": ("group_std", "ppo"),
+    "gspo": ("group_std", "gspo"),
+    "cispo": ("group_std", "cispo"),
+    "reinforce_pp": ("batch", "ppo"),
+    "reinforce_pp_baseline": ("group_mean_batch", "ppo"),
+}
+OBJECTIVES = ("ppo", "gspo", "cispo")
+
+
 # k3's clamps, as verl's core_algos.kl_penalty("low_var_kl") (and OpenRLHF's k3) set them
 K3_LOG_RATIO_BOUND = 20.0  # nats
 K3_MAX = 10.0
@@ -129,57 +185,104 @@ def policy_loss(
     mask: torch.Tensor,
     *,
     clip_eps: float = 0.2,
+    clip_eps_high: float | None = None,
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     num_tokens_total: float | None = None,
+    objective: str = "ppo",
+    sequence_index: torch.Tensor | None = None,
+    num_sequences_total: float | None = None,
 ) -> LossOutput:
-    """Clipped policy-gradient loss with an optional k3 KL penalty, token-level aggregation.
+    """The policy loss of a GRPO-family algorithm with an optional k3 KL penalty.
 
-    Per token: -min(rho * A, clip(rho, 1 - eps, 1 + eps) * A) + kl_coef * k3, with
-    rho = exp(logprobs - old_logprobs) and A the sequence's advantage.
+    Per token, with rho = exp(logprobs - old_logprobs), A the sequence's advantage and
+    clip(x) = clamp(x, 1 - clip_eps, 1 + clip_eps_high):
+
+    * "ppo" (GRPO, Dr. GRPO, RLOO, DAPO, REINFORCE++): -min(rho * A, clip(rho) * A),
+      token-level aggregation (sum / `num_tokens_total`).
+    * "gspo": the same with rho replaced by the sequence's ratio s_i = exp(mean over its
+      scored tokens of (logprobs - old_logprobs)) in the GSPO-token form; each sequence's
+      tokens are averaged, then the sequences (sum / `num_sequences_total`).
+    * "cispo": -sg[min(rho, 1 + clip_eps_high)] * A * logprobs, token-level aggregation.
+
+    The KL term (kl_coef * k3) is added per token and aggregated like the policy term.
 
     Args:
         logprobs: (N, T) logprobs of the taken tokens under the current policy (with grad).
         old_logprobs: (N, T) logprobs under the sampling policy.
-        advantages: (N,) one advantage per sequence.
+        advantages: (N,) one advantage per row.
         mask: (N, T) 1.0 on completion tokens, 0 elsewhere.
-        clip_eps: PPO clip range.
+        clip_eps: lower clip range (and the upper one unless `clip_eps_high` is set).
+        clip_eps_high: upper clip range (DAPO's clip-higher); None: `clip_eps`.
         ref_logprobs: (N, T) reference-policy logprobs; required when kl_coef > 0.
         kl_coef: weight of the KL penalty.
         num_tokens_total: token count to divide by (the whole step's, when this is one
             micro-batch of several); defaults to this batch's token count.
+        objective: "ppo", "gspo" or "cispo" (`ALGORITHM_PARTS` maps an algorithm to it).
+        sequence_index: "gspo": (N, T) int64, the sequence each token belongs to, 0-based
+            within this batch (a packed batch's one-token rows name their sequence here).
+        num_sequences_total: "gspo": sequences to divide by (the whole step's); defaults
+            to the sequences in this batch with a scored token.
 
     Raises:
-        ValueError: on mismatched shapes or kl_coef > 0 without ref_logprobs.
+        ValueError: on mismatched shapes, kl_coef > 0 without ref_logprobs, an unknown
+            objective, or "gspo" without `sequence_index`.
     """
     if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
         raise ValueError(f"shape mismatch: {tuple(logprobs.shape)}, {tuple(old_logprobs.shape)}, {tuple(mask.shape)}")
     if kl_coef > 0 and ref_logprobs is None:
         raise ValueError("kl_coef > 0 needs ref_logprobs")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if objective == "gspo" and (sequence_index is None or sequence_index.shape != logprobs.shape):
+        raise ValueError("objective gspo needs sequence_index with the shape of logprobs")
+    high = clip_eps if clip_eps_high is None else clip_eps_high
     mask = mask.to(logprobs.dtype)
     adv = advantages.to(logprobs.dtype).unsqueeze(1)
-    ratio = torch.exp(logprobs - old_logprobs)
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
-    per_token = -torch.minimum(unclipped, clipped)
+    tokens = float(mask.sum().item())
+    weights = mask / (num_tokens_total if num_tokens_total is not None else max(tokens, 1.0))
+    log_ratio = logprobs - old_logprobs
+    if objective == "gspo":
+        seq_log_ratio, seq_tokens = _sequence_means(log_ratio.detach(), mask, sequence_index)
+        log_ratio = seq_log_ratio[sequence_index] + logprobs - logprobs.detach()  # GSPO-token: value s_i
+        n_seq = num_sequences_total if num_sequences_total is not None else max(float((seq_tokens > 0).sum()), 1.0)
+        weights = mask / (seq_tokens[sequence_index].clamp(min=1.0) * n_seq)
+    ratio = torch.exp(log_ratio)
+    if objective == "cispo":
+        weight = torch.clamp(ratio, max=1.0 + high).detach()
+        per_token = -weight * adv * logprobs
+        was_clipped_tok = ratio.detach() > 1.0 + high
+    else:
+        unclipped = ratio * adv
+        clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high) * adv
+        per_token = -torch.minimum(unclipped, clipped)
+        was_clipped_tok = clipped.detach() < unclipped.detach()  # the clip bound was active
     pg_sum = (per_token * mask).sum()
     kl_sum = torch.zeros((), dtype=logprobs.dtype)
-    total = per_token * mask
+    total = per_token
     if ref_logprobs is not None:
         kl = k3_kl(logprobs, ref_logprobs)
         kl_sum = (kl * mask).sum()
         if kl_coef > 0:
-            total = total + kl_coef * kl * mask
-    tokens = float(mask.sum().item())
-    denom = num_tokens_total if num_tokens_total is not None else max(tokens, 1.0)
-    loss = total.sum() / denom
-    with torch.no_grad():
-        was_clipped = ((clipped < unclipped).to(mask.dtype) * mask).sum()  # the clip bound was active
+            total = total + kl_coef * kl
+    loss = (total * weights).sum()
     return LossOutput(
         loss=loss,
         pg_loss_sum=float(pg_sum.detach()),
         kl_sum=float(kl_sum.detach()),
-        clipped_sum=float(was_clipped),
+        clipped_sum=float((was_clipped_tok.to(mask.dtype) * mask).sum()),
         ratio_sum=float((ratio.detach() * mask).sum()),
         tokens=tokens,
     )
+
+
+def _sequence_means(values: torch.Tensor, mask: torch.Tensor, sequence_index: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per sequence: the mean of `values` over its masked tokens (0 for none) and its token
+    count; both (S,) with S = max(sequence_index) + 1."""
+    n = int(sequence_index.max()) + 1
+    idx = sequence_index.flatten()
+    w = mask.flatten()
+    sums = torch.zeros(n, dtype=values.dtype, device=values.device).index_add(0, idx, values.flatten() * w)
+    counts = torch.zeros(n, dtype=values.dtype, device=values.device).index_add(0, idx, w)
+    return sums / counts.clamp(min=1.0), counts
