@@ -186,14 +186,14 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.fixture
-def page(request, browser, app_url):
-    """A new tab in a new browser context (one Streamlit session) on `app_url`; paths such
-    as ``page.goto("/trajectories")`` are relative to it. Fails the test if the page raised
-    a JavaScript error; saves a screenshot when the test failed."""
+@contextmanager
+def watched_page(request, browser, url: str, after=None):
+    """A new tab in a new browser context (one Streamlit session) on `url`. Afterwards: a
+    screenshot when the test failed, the context closed, `after()` (e.g. stopping what the
+    test started), then a failure if the page raised a JavaScript error."""
     from playwright.sync_api import Error as PlaywrightError
 
-    context, page = _new_page(browser, app_url)
+    context, page = _new_page(browser, url)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield page
@@ -201,4 +201,14 @@ def page(request, browser, app_url):
         with suppress(PlaywrightError):  # a crashed page has nothing to show
             screenshot(page, f"FAILED-{request.node.name}")
     context.close()
+    if after is not None:
+        after()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def page(request, browser, app_url):
+    """A tab on `app_url` (`watched_page`); paths such as ``page.goto("/trajectories")`` are
+    relative to it."""
+    with watched_page(request, browser, app_url) as page:
+        yield page

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from backend.store import Store
-from tests.browser.conftest import _new_page, serve_app
+from tests.browser.conftest import serve_app, watched_page
 from tests.browser.streamlit_ui import (
     click_button, expect, fill_number, fill_text, goto, screenshot, select_option, table_rows, wait_idle,
 )
@@ -43,18 +43,9 @@ def eval_db(browser_run, tmp_path_factory):
 
 @pytest.fixture
 def epage(request, browser, eval_db, tmp_path):
-    from tests.browser.conftest import FAILED
-
-    with serve_app(eval_db, tmp_path / "streamlit.log") as url:
-        context, page = _new_page(browser, url)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+    with serve_app(eval_db, tmp_path / "streamlit.log") as url, \
+            watched_page(request, browser, url, after=lambda: _stop_all(eval_db)) as page:
         yield page
-        if request.node.stash.get(FAILED, False):
-            screenshot(page, f"FAILED-{request.node.name}")
-        context.close()
-    _stop_all(eval_db)
-    assert not errors, f"JavaScript errors on the page: {errors}"
 
 
 def _stop_all(db) -> None:

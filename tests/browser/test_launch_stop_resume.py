@@ -10,7 +10,7 @@ import time
 import pytest
 
 from backend.store import Store
-from tests.browser.conftest import _new_page, serve_app
+from tests.browser.conftest import serve_app, watched_page
 from tests.browser.streamlit_ui import (
     by_label, click_button, expect, fill_number, fill_text, goto, screenshot, select_option, table_rows, wait_idle,
 )
@@ -34,17 +34,8 @@ def launch_url(browser, launch_db, tmp_path_factory):
 def lpage(request, browser, launch_url, launch_db):
     """A tab on the launch server; afterwards a failed test's screenshot, and no run of the
     test left running (a failed test must not leave a training process behind)."""
-    from tests.browser.conftest import FAILED
-
-    context, page = _new_page(browser, launch_url)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield page
-    if request.node.stash.get(FAILED, False):
-        screenshot(page, f"FAILED-{request.node.name}")
-    context.close()
-    _stop_all(launch_db)
-    assert not errors, f"JavaScript errors on the page: {errors}"
+    with watched_page(request, browser, launch_url, after=lambda: _stop_all(launch_db)) as page:
+        yield page
 
 
 def _stop_all(db) -> None:
