@@ -28,7 +28,7 @@ def load_pairs(path: str, eval_id: str, domain: str, vs: str | None, sample: int
 
 def _side(col, tag: str, label: str, side: dict | None) -> None:
     with col:
-        st.markdown(f"**{tag}** · {label}".strip(" ·"))
+        st.markdown(" · ".join(p for p in (f"**{tag}**" if tag else "", label) if p))  # no empty ** ** without a tag
         if side is None:
             st.caption("This evaluation did not play this task.")
             return
