@@ -172,7 +172,9 @@ def check_launch(values: dict[str, Any], store) -> tuple[RunConfig | None, dict[
 #: for a store with no similar finished run: the processes' start (seconds), a step per
 #: sampled-token slot (prompts x group x max_new_tokens; the quickstart's LoRA step, ~20 s
 #: for 8 x 8 x 48) and a held-out task per evaluation (greedy, 48 tokens: 900 tasks in ~42 s).
-DEFAULT_COSTS = {"start": 25.0, "step_per_slot": 20.0 / (8 * 8 * 48), "eval_per_task": 42.0 / 900}
+#: The start: vLLM's engine (with torch.compile) and the learner, 53 s in a quickstart on a
+#: quiet machine and 117 s in a fresh clone's first run beside other work (2026-12-05).
+DEFAULT_COSTS = {"start": 60.0, "step_per_slot": 20.0 / (8 * 8 * 48), "eval_per_task": 42.0 / 900}
 
 
 def _evaluations(cfg: RunConfig) -> int:

@@ -76,7 +76,8 @@ def show_coverage(path: str) -> None:
         st.caption("No domain has been validated on this machine yet; that is not a failure. Validation checks "
                    "a domain's tasks and verifier before it may join a mix: the Domains page, or "
                    "`rlwb domains validate --all` (about 12 minutes).")
-    st.dataframe(frame, hide_index=True, key="home_coverage")
+    # every family in view: 35 px a row plus the header (the default height cuts off after ~10 rows)
+    st.dataframe(frame, hide_index=True, key="home_coverage", height=35 * (len(frame) + 1) + 3)
 
 
 def show_system(path: str) -> None:
