@@ -67,17 +67,21 @@ def swap() -> None:
 
 def pick(completed: list[dict]) -> list[str]:
     """The evaluations to report: the only one, or A (baseline) and B picked by the user
-    (defaults: B the newest, A the one before it)."""
+    (defaults: B a trained checkpoint's, A a base model's; else the newest two)."""
     ids = [e["id"] for e in completed]
     if len(ids) == 1:
         st.caption("One completed evaluation: its results alone. Evaluate another model or checkpoint "
                    "(Start an evaluation, above) to compare the two here.")
         return ids
     labels = {e["id"]: f"{er.side_label(e)} · {e['id']}" for e in completed}
+    # defaults: B the newest evaluation of a training run's weights (else the newest), A the newest
+    # of a model no run trained (a base model) other than B, else the next newest
+    base = [e["id"] for e in completed if not e.get("run_id")]
     if st.session_state.get("eval_b") not in ids:
-        st.session_state["eval_b"] = ids[0]
+        st.session_state["eval_b"] = next((i for i in ids if i not in base), ids[0])
     if st.session_state.get("eval_a") not in ids:
-        st.session_state["eval_a"] = ids[1]
+        b = st.session_state["eval_b"]
+        st.session_state["eval_a"] = next((i for i in base if i != b), next(i for i in ids if i != b))
     cols = st.columns([4, 4, 1], vertical_alignment="bottom")
     a = cols[0].selectbox("A (baseline, e.g. the base model)", ids, format_func=labels.get, key="eval_a")
     b = cols[1].selectbox("B (compared with A, e.g. a checkpoint)", ids, format_func=labels.get, key="eval_b")
