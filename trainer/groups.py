@@ -115,13 +115,13 @@ def assign_advantages(samples: list[Sample], group_size: int, algorithm: str, ov
         scored = [s for s in group if s.fault is None and not masked(s)]
         for s in group:
             s.advantage = 0.0
-        if zero_variance(group):
-            zero_var += 1
-            if estimator != "batch":
-                continue
-        if estimator == "batch":
+        flat = zero_variance(group)
+        zero_var += flat
+        if estimator == "batch":  # REINFORCE++: the reward itself, equal-reward groups included
             for s in scored:
                 s.advantage = float(s.reward)
+            continue
+        if flat:
             continue
         rewards = torch.tensor([[s.reward for s in scored]], dtype=torch.float32)
         if estimator == "leave_one_out":
