@@ -12,6 +12,8 @@ resume go through `backend.runs`. A live run's panel refreshes itself every few 
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pandas as pd
 import streamlit as st
 
@@ -72,7 +74,8 @@ def show_status(run: dict, metrics: pd.DataFrame, phases: list[dict]) -> None:
     cols = st.columns(5)
     cols[0].metric("Status", run["status"])
     cols[1].metric("Step", f"{run['step'] or 0} / {run['total_steps'] or 0}")
-    cols[2].metric("Duration", views.format_duration(views.run_duration(run)) or "—")
+    clock = datetime.now(timezone.utc)  # one clock for the duration and the phases: they agree on every refresh
+    cols[2].metric("Duration", views.format_duration(views.run_duration(run, clock)) or "—")
     step_times = metrics.loc[metrics["name"] == "time/step"].sort_values("step")["value"].tolist()
     eta = run_manager.eta_seconds(run, step_times)
     cols[3].metric("ETA", views.format_duration(eta) if eta else "—",
@@ -81,10 +84,12 @@ def show_status(run: dict, metrics: pd.DataFrame, phases: list[dict]) -> None:
     cols[4].metric("Last heartbeat (UTC)", beat[11:19] if beat else "—")
     # what the process is doing now, in words and for how long (an evaluation: against the previous one)
     now = views.current_phase(run, phases)
-    timeline = views.phase_timeline(phases, run["total_steps"])
+    timeline = views.phase_timeline(phases, run["total_steps"], clock)
     if now is not None:
         expected = views.expected_seconds(timeline)
-        st.markdown(f":material/pending: **Now: {now}** · {views.format_duration(timeline[-1]['seconds'])}"
+        # time in this phase (this step, not the steps merged in the timeline below)
+        in_phase = (clock - views.parse_time(phases[-1]["started_at"])).total_seconds()
+        st.markdown(f":material/pending: **Now: {now}** · {views.format_duration(in_phase)}"
                     + (f" of about {views.format_duration(expected)} (as long as the previous evaluation)"
                        if expected else ""))
     elif run["status"] in ("pending", "running"):
@@ -144,6 +149,41 @@ def load_audit(path: str, run_id: str) -> audit_view.AuditReport:
     return audit_view.audit_run(get_store(path), run_id)
 
 
+#: The reward-audit table's columns (`trainer.audit.AnswerSignals`): short labels and widths in
+#: pixels so all ten fit the page (the soak found them cut on the right), each explained on hover.
+_text, _number = st.column_config.TextColumn, st.column_config.NumberColumn
+AUDIT_COLUMNS = {
+    "domain": _text("domain", width=140),
+    "answers": _number("answers", width=65, help="Completions with a parsed answer"),
+    "modal answer": _text("modal answer", width=140, help="The most common answer (widen the column to read it all)"),
+    "modal share": _number("modal", width=75, format="percent", help="The modal answer's share of the answers"),
+    "references' modal share": _number(
+        "refs' modal", width=90, format="percent",
+        help="The most common reference answer's share: what a policy that is always right would show as 'modal'"),
+    "distinct per group": _number("distinct / group", width=110, format="%.2f",
+                                  help="Distinct answers per group (the samples of one task), mean over groups"),
+    "diversity": _number("diversity", width=75, format="%.2f",
+                         help="Distinct per-group modal answers / distinct references (1: no collapse across tasks)"),
+    "copied": _number("copied", width=70, format="percent",
+                      help="Wrong answers found in their prompt, as a share of the answers"),
+    "format reward": _number("format r.", width=75, format="%.3f", help="Mean reward not from correctness"),
+    "correct reward": _number("correct r.", width=80, format="%.3f", help="Mean reward from correctness"),
+}
+
+#: The held-out figures (`heldout.figure_rows`) as two tables that each fit the page: the
+#: accuracy by phase, then the best baseline and the verdict against it.
+HELDOUT_ACCURACY = ("domain", "tasks", "accuracy", "change", "format rate")
+HELDOUT_VERDICT = ("domain", "best baseline", "gain above baseline", "verdict")
+#: Their widths in pixels: together they fit the page; the longest verdict ("no gain beyond
+#: copying the question's last number") may end in "…" (widen the column to read it).
+HELDOUT_VERDICT_PX = (140, 270, 180, 330)
+
+
+def _heldout_columns(rows: list[dict], wanted: tuple[str, ...]) -> list[str]:
+    """The columns of `rows` whose names start with one of `wanted`, in their order."""
+    return [c for c in (rows[0] if rows else {}) if c.startswith(wanted)]
+
+
 def show_audit(path: str, run_id: str) -> None:
     """The reward audit (`backend.audit_view`): each flag with links to its example
     trajectories, or "no audit flags"; the figures per domain and their curves."""
@@ -161,9 +201,7 @@ def show_audit(path: str, run_id: str) -> None:
             with col:
                 st.page_link("screens/trajectories.py", label=f"#{traj_id}", icon=":material/route:",
                              query_params={"run": run_id, "traj": str(traj_id)})
-    shares = {c: st.column_config.NumberColumn(format="percent")
-              for c in ("modal share", "references' modal share", "copied")}
-    st.dataframe(pd.DataFrame(audit_view.audit_table(report)), hide_index=True, column_config=shares)
+    st.dataframe(pd.DataFrame(audit_view.audit_table(report)), hide_index=True, column_config=AUDIT_COLUMNS)
     st.caption(f"Answers pooled over steps {lo}-{hi}. A flag asks you to read its example trajectories; "
                "the rule and its thresholds: backend/audit_view.py.")
     curves = audit_view.audit_curves(load_metrics(path, run_id))
@@ -206,7 +244,12 @@ def show_heldout(path: str, run_id: str) -> None:
                    f"(\"too few tasks\" under {heldout.MIN_TASKS_FOR_VERDICT}), the answer-format rate, the best "
                    "baseline (a constant answer or a copy from the question, fitted on these tasks) and the verdict "
                    "against it and the start. " + heldout.IN_RUN_NOTE)
-        st.dataframe(figures["rows"], hide_index=True, key=f"runs_heldout_{run_id}")
+        st.dataframe(figures["rows"], hide_index=True, key=f"runs_heldout_{run_id}",
+                     column_order=_heldout_columns(figures["rows"], HELDOUT_ACCURACY))
+        verdict_columns = _heldout_columns(figures["rows"], HELDOUT_VERDICT)
+        st.dataframe(figures["rows"], hide_index=True, key=f"runs_heldout_verdict_{run_id}",
+                     column_order=verdict_columns,
+                     column_config={c: _text(width=w) for c, w in zip(verdict_columns, HELDOUT_VERDICT_PX)})
         query = {"a": ids[0], "b": ids[-1]} if len(ids) == 2 else {"b": ids[0]}
         _links(run_id, query, [r["domain"] for r in figures["rows"][:-1]])
     elif not evals.empty:

@@ -1,6 +1,8 @@
 """The pages render with AppTest on an empty and on a filled store, and show details on pick."""
 
 import json
+import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -244,3 +246,21 @@ def test_trajectories_page_compares_two_samples(filled_db, monkeypatch):
     assert not at.exception
     assert any(c.value.startswith(f"--- #{group[0]['id']} (sample 0)\n+++ #{group[2]['id']} (sample 2)")
                for c in at.code if c.language == "diff")
+
+
+def test_runs_page_live_phase_counts_this_step_not_the_steps_merged(filled_db, monkeypatch):
+    """"Now: step 2 / N · …" is the time in step 2; the caption's merged "steps 1-2" is the
+    time of both, so the counter does not fall back when the next phase starts."""
+    run_id = _run_id(filled_db, "queued")
+    now = datetime.now(timezone.utc)
+    with Store(filled_db) as store:
+        store.set_status(run_id, "running")
+        for phase, step, ago in (("step", 1, 70), ("step", 2, 5)):
+            store.db["run_phases"].insert({"run_id": run_id, "phase": phase, "at_step": step,
+                                           "started_at": (now - timedelta(seconds=ago)).isoformat()})
+    at = _app(filled_db, monkeypatch)
+    at.selectbox(key="runs_run").select(run_id).run()
+    text = _texts(at)
+    now_line = next(line for line in text.splitlines() if "Now: step 2" in line)
+    assert re.search(r"· \d+s$", now_line), now_line  # seconds in step 2, not the 1m+ of steps 1-2
+    assert re.search(r"steps 1-2 1m \d\ds \(now\)", text), text

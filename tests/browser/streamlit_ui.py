@@ -163,6 +163,14 @@ def table_rows(page: Page, table: str | Locator) -> list[dict[str, str]]:
             for row in found.locator("tbody tr").all()]
 
 
+def wider_than_page(page: Page) -> list[str]:
+    """The data grids on the page that scroll sideways (their columns are wider than the
+    page gives them), each named by its first column headers; [] when every grid fits."""
+    return page.evaluate("""() => [...document.querySelectorAll('[data-testid="stDataFrame"]')]
+        .filter(t => { const s = t.querySelector('.dvn-scroller'); return s && s.scrollWidth > s.clientWidth + 1; })
+        .map(t => [...t.querySelectorAll('thead th')].slice(0, 3).map(h => h.innerText).join(' | '))""")
+
+
 def click_table_row(page: Page, key: str, row: int) -> None:
     """Select on-screen row `row` (0-based) of the data grid with key `key` by clicking its
     selection checkbox, as a user does (the grid needs ``on_select``)."""

@@ -5,7 +5,8 @@ same task stand side by side."""
 import re
 
 from backend.store import Store
-from tests.browser.streamlit_ui import code_texts, expect, goto, screenshot, selectbox, squash, table_rows, wait_idle
+from tests.browser.streamlit_ui import (code_texts, expect, goto, grid, screenshot, selectbox, squash, table_rows, wait_idle,
+                                       wider_than_page)
 
 DOMAIN = "chain_sum"
 
@@ -24,6 +25,13 @@ def test_a_held_out_figure_opens_the_answers_before_and_after(page, browser_run)
     figure = page.get_by_test_id("stDataFrame").filter(has_text="accuracy before")
     expect(figure).to_contain_text("too few tasks")  # 2 held-out tasks per domain: no interval
     expect(figure).to_contain_text("format rate")
+    verdicts = page.get_by_test_id("stDataFrame").filter(has_text="best baseline")
+    expect(verdicts).to_contain_text("verdict")
+    expect(page.get_by_text("Reward audit")).to_be_visible()
+    for table in page.get_by_test_id("stDataFrame").all():
+        grid(page, table)  # drawn
+    assert wider_than_page(page) == [], "tables cut on the right"
+    screenshot(page, "runs-audit-heldout")
 
     page.get_by_role("link", name=f"{DOMAIN}: held-out answers").click()
     wait_idle(page, "Held-out answers")
