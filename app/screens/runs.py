@@ -172,16 +172,17 @@ AUDIT_COLUMNS = {
 
 #: The held-out figures (`heldout.figure_rows`) as two tables that each fit the page: the
 #: accuracy by phase, then the best baseline and the verdict against it.
+#: Column name prefixes of each; the second's with their widths in pixels: together they fit
+#: the page, and the longest verdict ("no gain beyond copying the question's last number") may
+#: end in "…" (widen the column to read it).
 HELDOUT_ACCURACY = ("domain", "tasks", "accuracy", "change", "format rate")
-HELDOUT_VERDICT = ("domain", "best baseline", "gain above baseline", "verdict")
-#: Their widths in pixels: together they fit the page; the longest verdict ("no gain beyond
-#: copying the question's last number") may end in "…" (widen the column to read it).
-HELDOUT_VERDICT_PX = (140, 270, 180, 330)
+HELDOUT_VERDICT_PX = {"domain": 140, "best baseline": 270, "gain above baseline": 180, "verdict": 330}
 
 
-def _heldout_columns(rows: list[dict], wanted: tuple[str, ...]) -> list[str]:
-    """The columns of `rows` whose names start with one of `wanted`, in their order."""
-    return [c for c in (rows[0] if rows else {}) if c.startswith(wanted)]
+def _heldout_columns(rows: list[dict], wanted) -> list[str]:
+    """The columns of `rows` (never empty: the "all domains" row is always there) whose names
+    start with one of `wanted`, in their order."""
+    return [c for c in rows[0] if c.startswith(tuple(wanted))]
 
 
 def show_audit(path: str, run_id: str) -> None:
@@ -246,10 +247,10 @@ def show_heldout(path: str, run_id: str) -> None:
                    "against it and the start. " + heldout.IN_RUN_NOTE)
         st.dataframe(figures["rows"], hide_index=True, key=f"runs_heldout_{run_id}",
                      column_order=_heldout_columns(figures["rows"], HELDOUT_ACCURACY))
-        verdict_columns = _heldout_columns(figures["rows"], HELDOUT_VERDICT)
+        verdict_columns = _heldout_columns(figures["rows"], HELDOUT_VERDICT_PX)
+        widths = {c: next(w for p, w in HELDOUT_VERDICT_PX.items() if c.startswith(p)) for c in verdict_columns}
         st.dataframe(figures["rows"], hide_index=True, key=f"runs_heldout_verdict_{run_id}",
-                     column_order=verdict_columns,
-                     column_config={c: _text(width=w) for c, w in zip(verdict_columns, HELDOUT_VERDICT_PX)})
+                     column_order=verdict_columns, column_config={c: _text(width=w) for c, w in widths.items()})
         query = {"a": ids[0], "b": ids[-1]} if len(ids) == 2 else {"b": ids[0]}
         _links(run_id, query, [r["domain"] for r in figures["rows"][:-1]])
     elif not evals.empty:
