@@ -38,6 +38,7 @@ from sandboxes.base import MAX_FILE_BYTES, FileInfo, Sandbox, WorkspaceState, re
 from sandboxes.spec import WORKSPACE, ExecResult, OutputCap
 
 _KINDS = {True: "dir", False: "file"}
+BWRAP_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}  # the environment bwrap itself starts with
 
 
 def bwrap_path() -> str | None:
@@ -106,9 +107,12 @@ class LocalSandbox(Sandbox):
         out, err = OutputCap(limit), OutputCap(limit)
         with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
             try:
+                # bwrap gets no host environment either (the command's is --clearenv'd): an LD_PRELOAD
+                # the host set (vLLM's CPU build preloads torch's libgomp) in a checkout nobody can read
+                # (a 0700 home) made the loader print an error into every command's stderr
                 proc = subprocess.Popen(self._argv(cmd), stdin=subprocess.PIPE if stdin is not None else
                                         subprocess.DEVNULL, stdout=fo, stderr=fe, start_new_session=True,
-                                        preexec_fn=self._limits)
+                                        preexec_fn=self._limits, env=BWRAP_ENV)
             except OSError as e:
                 raise SandboxError(f"could not start bwrap: {e}") from None
             self._procs = getattr(self, "_procs", set()) | {proc}

@@ -9,7 +9,7 @@ from collections import Counter
 from backend import views
 from backend.store import Store
 from tests.browser.streamlit_ui import (
-    click_table_row, code_texts, expect, fill_text, goto, screenshot, select_option, selectbox, squash,
+    click_table_row, code_texts, expect, fill_text, goto, grid, screenshot, select_option, selectbox, squash,
     table_row_count, table_rows, wait_idle,
 )
 
@@ -106,6 +106,8 @@ def test_full_text_search_and_finish_reason_filter(page, browser_run):
     n = len(found)
     expect(page.get_by_text(f"{n} {'trajectory matches' if n == 1 else 'trajectories match'}",
                             exact=True)).to_be_visible()
+    # the grid redraws a moment after the caption: wait for its row count (the header row counts too)
+    expect(grid(page, TRAJ_TABLE)).to_have_attribute("aria-rowcount", str(n + 1))
     assert table_row_count(page, TRAJ_TABLE) == n
     assert {int(r["id"]) for r in table_rows(page, TRAJ_TABLE)} <= {r["id"] for r in found}  # rows on screen
     marked = page.locator("pre.rlwb-search-hit mark")  # the shown completion marks the word
