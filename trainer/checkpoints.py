@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,9 @@ class ResumePoint:
         learner_steps: optimizer steps taken up to `step` (the learning-rate schedule's
             position): fewer than `step` when zero-variance handling left steps without a
             batch. None (checkpoints written before it was recorded): `step`.
+        next_rollout: with overlap, the file holding step + 1's rollout as the run had
+            already generated it (one step stale) when it wrote the checkpoint: a resumed
+            run trains on it, as the uninterrupted run did. None: roll step + 1 out again.
     """
 
     step: int
@@ -53,6 +57,7 @@ class ResumePoint:
     rng_state: tuple
     curriculum: dict | None = None
     learner_steps: int | None = None
+    next_rollout: Path | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> "ResumePoint":
@@ -70,9 +75,12 @@ class ResumePoint:
         try:
             data = json.loads(state_file.read_text(encoding="utf-8"))
             version, internal, gauss = data["rng_state"]
-            learner_steps = data.get("learner_steps")
+            learner_steps, rollout = data.get("learner_steps"), data.get("next_rollout")
+            if rollout is not None and not (path / rollout).is_file():
+                raise ValueError(f"its next rollout {rollout} is missing")
             return cls(int(data["step"]), path, (version, tuple(internal), gauss), data.get("curriculum"),
-                       int(learner_steps) if learner_steps is not None else None)
+                       int(learner_steps) if learner_steps is not None else None,
+                       path / rollout if rollout is not None else None)
         except (ValueError, KeyError, TypeError) as e:  # torn or edited by hand (UnicodeDecodeError is a ValueError)
             raise ConfigError(f"checkpoint {path}: {TRAINER_STATE} is unreadable ({type(e).__name__}: "
                               f"{str(e)[:120]}); resume from an earlier checkpoint or start a new run "
@@ -101,11 +109,38 @@ class ResumePoint:
         return cls.load(checkpoints[-1]["path"])  # raises, naming the newest
 
 
-def trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, learner_steps: int) -> dict:
+NEXT_ROLLOUT = "next_rollout.pkl"  # with overlap: the next step's rollout, already generated (`ResumePoint`)
+
+
+def trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, learner_steps: int,
+                  next_rollout: str | None = None) -> dict:
     """The JSON-able state written as `TRAINER_STATE` beside a checkpoint's weights (see `ResumePoint`)."""
     version, internal, gauss = rng.getstate()
     return {"step": step, "rng_state": [version, list(internal), gauss],
-            "curriculum": curriculum.snapshot() if curriculum is not None else None, "learner_steps": learner_steps}
+            "curriculum": curriculum.snapshot() if curriculum is not None else None, "learner_steps": learner_steps,
+            "next_rollout": next_rollout}
+
+
+OPTIMIZER_DIR = "optimizer"  # inside a checkpoint: DeepSpeed's optimizer and scheduler state (`trainer.learner`)
+
+
+def drop_old_optimizer_states(root: Path, keep: Path) -> int:
+    """Delete ``optimizer/`` from every checkpoint under `root` but `keep` (the newest): it is
+    most of a checkpoint's bytes (AdamW's two moments and the fp32 master weights: about 4x
+    the float32 weights) and an exact resume needs the newest one only. Older checkpoints
+    keep their weights and trainer state (a resume from one starts AdamW afresh, and says so).
+
+    Returns:
+        Bytes freed.
+    """
+    freed = 0
+    for ckpt in root.glob("step-*"):
+        state = ckpt / OPTIMIZER_DIR
+        if ckpt.resolve() == Path(keep).resolve() or ckpt.name.endswith(".tmp") or not state.is_dir():
+            continue
+        freed += sum(f.stat().st_size for f in state.rglob("*") if f.is_file())
+        shutil.rmtree(state, ignore_errors=True)
+    return freed
 
 
 def checkpoint_dir(cfg: RunConfig, run_id: str) -> Path:

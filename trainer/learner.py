@@ -55,13 +55,14 @@ from trainer.config import RunConfig
 from core.errors import ConfigError
 from trainer import prefix_attention
 from trainer.algorithms.grpo import ALGORITHM_PARTS, LossOutput, policy_loss
-from trainer.checkpoints import replace_durably
+from trainer.checkpoints import OPTIMIZER_DIR, replace_durably
 from trainer.logprobs import (check_packing, first_completion_column, packed_token_logprobs, shared_prefix_error,
                               token_logprobs)
 from trainer.types import LearnerBatch, PackedMicroBatch
 
 BATCHINGS = ("shared_prefix", "packed", "padded")
 ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint keeps its adapter here, beside the merged weights
+OPTIMIZER_TAG = "state"
 
 
 def _with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path | None) -> torch.nn.Module:
@@ -184,7 +185,10 @@ class DeepSpeedLearner:
         init_from: a checkpoint of this run to take the policy's weights from instead (a
             resumed run); the reference stays `model_path`.
         steps_done: optimizer steps already taken (a resumed run): the learning-rate
-            schedule continues from there. AdamW's moments start from zero again.
+            schedule continues from there. When `init_from` holds the optimizer's state
+            (``optimizer/``, `save_checkpoint`), AdamW's moments, its step count and the
+            scheduler are restored from it exactly (``self.optimizer_restored``); else the
+            moments start from zero again.
         batching: "shared_prefix" (the default: each group's prompt once, its completions
             after it, about ``micro_batch_size`` sequences' worth of tokens per micro-batch),
             "packed" (padding-free micro-batches of up to ``micro_batch_size`` rows of T
@@ -274,7 +278,17 @@ class DeepSpeedLearner:
         if self.ref_model is not None:  # DeepSpeed moved the policy to its accelerator; the reference follows
             self.ref_model.to(self.device)
         self.steps_done = int(steps_done)
-        if steps_done:  # LambdaLR keeps its position in last_epoch; the optimizer's lr follows it
+        self.optimizer_restored = False
+        saved = Path(init_from) / OPTIMIZER_DIR if init_from is not None else None
+        if saved is not None and (saved / OPTIMIZER_TAG).is_dir():
+            # DeepSpeed's own checkpoint: the fp32 master weights, AdamW's moments and step, the scheduler
+            loaded, _ = self.engine.load_checkpoint(str(saved), tag=OPTIMIZER_TAG, load_module_strict=not self.lora,
+                                                    load_optimizer_states=True, load_lr_scheduler_states=True)
+            if loaded is None:
+                raise ConfigError(f"{saved}: DeepSpeed could not read the optimizer state; resume from an earlier "
+                                  "checkpoint, or delete its optimizer/ folder to resume with fresh AdamW moments")
+            self.optimizer_restored = True
+        elif steps_done:  # LambdaLR keeps its position in last_epoch; the optimizer's lr follows it
             self.scheduler.last_epoch = self.steps_done
             for group, base, fn in zip(self.scheduler.optimizer.param_groups, self.scheduler.base_lrs,
                                        self.scheduler.lr_lambdas):
@@ -447,13 +461,18 @@ class DeepSpeedLearner:
                                first_scored=first_completion_column(batch.completion_mask))
         return lp.cpu() * batch.completion_mask
 
-    def save_checkpoint(self, path: str | Path, tokenizer=None, extra: dict[str, dict] | None = None) -> Path:
+    def save_checkpoint(self, path: str | Path, tokenizer=None, extra: dict[str, dict] | None = None,
+                        blobs: dict[str, bytes] | None = None, with_optimizer: bool = True) -> Path:
         """Write an HF checkpoint (safetensors, config, tokenizer) atomically: into a temporary
         sibling directory first, then renamed into place.
 
         Args:
             extra: file name -> JSON-able dict written beside the weights (e.g. the trainer
                 state a resumed run starts from), inside the same atomic rename.
+            blobs: file name -> bytes written beside them the same way.
+            with_optimizer: also write DeepSpeed's checkpoint of the optimizer and scheduler
+                into ``optimizer/`` (for a 135M-parameter float32 model about 2.2 GB: the fp32
+                master weights, AdamW's two moments, the module), what an exact resume loads.
 
         Returns:
             The checkpoint directory.
@@ -470,8 +489,13 @@ class DeepSpeedLearner:
             self.module.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
+        if with_optimizer:  # LoRA: the frozen base is the model's own files, only the adapters' states go in
+            self.engine.save_checkpoint(str(tmp / OPTIMIZER_DIR), tag=OPTIMIZER_TAG, save_latest=False,
+                                        exclude_frozen_parameters=self.lora)
         for name, data in (extra or {}).items():
             (tmp / name).write_text(json.dumps(data), encoding="utf-8")
+        for name, data in (blobs or {}).items():
+            (tmp / name).write_bytes(data)
         if path.exists():
             shutil.rmtree(path)
         replace_durably(tmp, path)  # fsync the files and the directory, rename, fsync the parent

@@ -36,14 +36,17 @@ With ``overlap: true`` the next step's rollout runs behind the learner, one step
 from __future__ import annotations
 
 import functools
+import pickle
 import random
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from trainer.config import RunConfig
 from core.errors import ModelNotFound
 from trainer.models import resolve_model
-from trainer.checkpoints import TRAINER_STATE, ResumePoint, checkpoint_dir, trainer_state
+from trainer.checkpoints import (NEXT_ROLLOUT, TRAINER_STATE, ResumePoint, checkpoint_dir, drop_old_optimizer_states,
+                                 trainer_state)
 from trainer.curriculum import Curriculum
 from trainer.evaluate import evaluate_samples, record_heldout
 from trainer.learner import DeepSpeedLearner
@@ -163,20 +166,29 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 if cfg.eval_tasks_per_domain:
                     enter("baseline evaluation", 0)
                     run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
-            else:  # the policy's weights from the checkpoint, into the engine in place
+            else:  # the policy's weights (and the optimizer's state) from the checkpoint, into the engine in place
                 learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=resume.optimizer_steps)
                 enter("resume", first - 1)
+                if not learner.optimizer_restored:
+                    print(f"[resume] {resume.path} holds no optimizer state (written before checkpoints kept it, or "
+                          "not the newest): AdamW's moments start from zero, so this run will differ from an "
+                          "uninterrupted one", file=sys.stderr, flush=True)
                 engine.update_weights(learner.named_weights())
             ckpt_root = checkpoint_dir(cfg, run_id)
             pipe = StepPipeline(cfg, engine, learner, tokenizer, rng, pad_id, store, run_id, runtime, curriculum)
+            if resume is not None and resume.next_rollout is not None and cfg.overlap:
+                pipe.prime(pickle.loads(resume.next_rollout.read_bytes()))  # as the uninterrupted run trained on it
 
             def save(step: int) -> Path:
                 enter("checkpoint", step)
-                # with overlap the sampler has already drawn the next step: store it as it was before
-                at_rng, at_curriculum = pipe.saved_state()
-                state = trainer_state(step, at_rng, at_curriculum, learner.steps_done)
-                path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer, extra={TRAINER_STATE: state})
+                # with overlap the next step is already rolled out: it goes into the checkpoint
+                at_rng, at_curriculum, rolled = pipe.checkpoint_state()
+                blobs = {NEXT_ROLLOUT: pickle.dumps(rolled, protocol=5)} if rolled is not None else {}
+                state = trainer_state(step, at_rng, at_curriculum, learner.steps_done, NEXT_ROLLOUT if blobs else None)
+                path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer, extra={TRAINER_STATE: state},
+                                               blobs=blobs)
                 store.record_checkpoint(run_id, step, str(path))
+                drop_old_optimizer_states(ckpt_root, keep=path)
                 return path
 
             for step in range(first, cfg.steps + 1):

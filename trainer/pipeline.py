@@ -25,7 +25,11 @@ the rollout thread while it runs, and the curriculum is updated with step t's sa
 before step t+1's tasks are drawn, so a run samples the same tasks with or without
 overlap. `saved_state` is the sampler and curriculum as they were *before* the next
 step's rollout began: a checkpoint of step t stores it, and a resumed run rolls step t+1
-out again, on-policy, from the checkpoint's weights.
+out again, on-policy, from the checkpoint's weights. That holds for a checkpoint of the
+last step; for the others `checkpoint_state` also hands over the rollout of step t+1, which
+the run had generated one step stale, and a resumed run trains on it (`prime`), so the
+resumed run is the uninterrupted one. Each step's sampling is seeded from (run seed, step)
+(`trainer.rollout.base.RolloutEngine.reseed`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from trainer.config import RunConfig
 from trainer.curriculum import Curriculum
 from trainer.groups import StepGroups, collect_groups
 from trainer.metrics import PeakRSS, rollout_metrics, sandbox_executions, sandbox_metrics
+from trainer.rollout.base import derive_seed
 from trainer.scoring import rollout
 from trainer.types import LearnerBatch, Sample
 
@@ -78,6 +83,7 @@ def roll(cfg: RunConfig, engine, tokenizer, rng: random.Random, step: int, runti
         return rollout(engine, tokenizer, tasks, cfg.group_size, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
                        runtime=runtime, cfg=cfg, timings=timings)
 
+    engine.reseed(derive_seed(cfg.seed, step))  # the step's samples depend on (seed, step) alone: resume redoes them
     got = collect_groups(cfg, rng, play, curriculum)
     seconds = time.perf_counter() - t0
     executions = sandbox_executions(got.rolled, runtime)
@@ -122,12 +128,29 @@ class StepPipeline:
         return roll(self.cfg, self.engine, self.tokenizer, self.rng, step, self.runtime, self.curriculum,
                     policy_version=getattr(self.learner, "steps_done", 0))
 
-    def saved_state(self) -> tuple[random.Random, Curriculum | None]:
-        """The task sampler and curriculum as a checkpoint of the last finished step must
-        store them: before the next step's rollout drew anything."""
+    def checkpoint_state(self) -> tuple[random.Random, Curriculum | None, StepRollout | None]:
+        """What a checkpoint of the last finished step stores so a resumed run goes on as this
+        one does: the task sampler and curriculum, and with overlap the next step's rollout.
+
+        With a prefetched rollout (waited for here; it was generated with the weights of the
+        step before, and the learner will train on it as it is) the sampler and curriculum
+        are as that rollout left them. Without one, or if it failed (its error is raised in
+        the step that needs it), they are as they were before the next step's rollout drew
+        anything, and a resumed run rolls that step out again."""
         rng = random.Random()
+        pending = self._pending
+        if pending is not None and pending.exception() is None:
+            rng.setstate(self.rng.getstate())
+            return rng, copy.deepcopy(self.curriculum), pending.result()
         rng.setstate(self.saved_rng_state)
-        return rng, self.saved_curriculum
+        return rng, self.saved_curriculum, None
+
+    def prime(self, rolled: StepRollout) -> None:
+        """Take `rolled` as the next step's rollout (a resumed run's, from its checkpoint's
+        `checkpoint_state`) instead of rolling that step out."""
+        done: Future = Future()
+        done.set_result(rolled)
+        self._pending = done
 
     def step(self, step: int, prefetch_next: bool = True) -> dict[str, float]:
         """Run training step `step` and return its metrics (also written to the store).

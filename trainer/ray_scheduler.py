@@ -66,7 +66,7 @@ from core.errors import (
 from trainer.models import context_window
 from sandboxes.pool import SandboxPool
 from trainer.rollout import open_engine
-from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
+from trainer.rollout.base import GroupCallback, RolloutEngine, deliver, derive_seed
 from trainer.types import Completion
 
 ROLLOUT_RESOURCE = "rollout"
@@ -249,6 +249,9 @@ class RolloutWorker:
     def generate(self, prompts, n, max_new_tokens, temperature, top_p) -> list[list[Completion]]:
         return self.engine.generate(prompts, n, max_new_tokens, temperature, top_p)
 
+    def reseed(self, seed: int) -> None:
+        self.engine.reseed(seed)
+
     def update_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
         self.engine.update_weights(weights)
 
@@ -327,6 +330,17 @@ class RayRolloutEngine(RolloutEngine):
         parts = _get([a.generate.remote([list(p) for p in prompts[lo:hi]], n, max_new_tokens, temperature, top_p)
                       for a, lo, hi in calls], "a rollout worker", EngineError)
         return deliver([group for part in parts for group in part], on_group)
+
+    def reseed(self, seed: int) -> None:
+        """`RolloutEngine.reseed` on every worker, worker r from ``derive_seed(seed, r)``:
+        deterministic for a fixed seed and worker count.
+
+        Raises:
+            EngineError: a worker failed or is gone.
+        """
+        super().reseed(seed)
+        _get([a.reseed.remote(derive_seed(seed, r)) for r, a in enumerate(self._actors)], "a rollout worker",
+             EngineError)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Put the weights in the object store once (CPU tensors) and load them into every

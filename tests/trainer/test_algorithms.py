@@ -193,6 +193,9 @@ class FormatOnceEngine:
 
         return self.engine.generate(prompts, on_group=hook, **kw)
 
+    def reseed(self, seed):
+        self.engine.reseed(seed)
+
     def update_weights(self, weights):
         self.engine.update_weights(weights)
 

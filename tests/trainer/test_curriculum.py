@@ -205,6 +205,9 @@ class RefusingLearner:
 
 
 class RefusingEngine:
+    def reseed(self, seed):  # every step's rollout is seeded: allowed
+        pass
+
     def update_weights(self, weights):
         raise AssertionError("no weight sync when every group is skipped")
 

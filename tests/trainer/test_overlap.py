@@ -2,6 +2,7 @@
 learner with the previous weights, is recorded as one step stale, samples the same tasks as
 the on-policy loop, and never has the engine's weights changed under it."""
 
+import pickle
 import random
 import threading
 
@@ -34,6 +35,9 @@ class WatchedEngine:
             return out
         finally:
             self.busy.release()
+
+    def reseed(self, seed):
+        self.engine.reseed(seed)
 
     def update_weights(self, weights):
         if not self.busy.acquire(blocking=False):
@@ -72,7 +76,7 @@ def _train(tiny_model_dir, db, overlap: bool):
             with StepPipeline(cfg, engine, learner, tok, rng, tok.eos_token_id, store, run_id) as pipe:
                 for step in range(1, STEPS + 1):
                     metrics.append(pipe.step(step, prefetch_next=step < STEPS))
-                    saved.append(pipe.saved_state()[0].getstate())
+                    saved.append(pipe.checkpoint_state()[0].getstate())
         finally:
             learner.close()
         tasks = [(t["step"], t["domain"], t["task_seed"]) for t in store.trajectories(run_id, limit=1000)]
@@ -99,17 +103,19 @@ def test_overlapped_batches_are_one_step_stale(both):
         assert m["learner_sequences"] == 8 and m["time/learn"] > 0 and m["time/rollout_wait"] >= 0
 
 
-def test_overlap_samples_the_same_tasks_and_saves_the_state_before_the_prefetch(both):
+def test_overlap_samples_the_same_tasks_and_saves_the_state_after_the_prefetch(both):
     (_, _, seq_saved, seq_tasks), (_, _, ovl_saved, ovl_tasks) = both
     assert seq_tasks == ovl_tasks and len(seq_tasks) == STEPS * 8
-    # a checkpoint of step t stores the sampler as the on-policy loop had it after step t,
-    # although the overlapped loop has already drawn step t+1's tasks
-    assert ovl_saved == seq_saved
+    # a checkpoint of step t stores step t+1's prefetched rollout, so the sampler as the
+    # on-policy loop had it after step t+1; the last step prefetches nothing: as on-policy
+    assert ovl_saved[:-1] == seq_saved[1:] and ovl_saved[-1] == seq_saved[-1]
+    assert len(set(map(str, seq_saved))) == STEPS  # each step moved the sampler on
 
 
-def test_checkpointed_state_draws_the_next_steps_tasks(tiny_model_dir, tmp_path):
-    """A real run (vLLM rollouts, DeepSpeed learner) with overlap: its step-2 checkpoint's sampler
-    draws exactly the tasks step 3 trained on, so a resumed run repeats them on-policy."""
+def test_a_checkpoint_holds_the_next_steps_prefetched_rollout(tiny_model_dir, tmp_path):
+    """A real run (vLLM rollouts, DeepSpeed learner) with overlap: its step-2 checkpoint holds
+    the rollout step 3 trained on (generated one step stale), so a resumed run trains on the
+    same samples; the sampler is past step 3's draws; the optimizer state is beside it."""
     from backend.runs import run_foreground
 
     cfg = parse_config({
@@ -122,11 +128,19 @@ def test_checkpointed_state_draws_the_next_steps_tasks(tiny_model_dir, tmp_path)
         assert store.get_run(run_id)["status"] == "completed"
         staleness = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "off_policy/staleness"}
         point = ResumePoint.load(next(c["path"] for c in store.checkpoints(run_id) if c["step"] == 2))
-        step3 = sorted({(t["domain"], t["task_seed"]) for t in store.trajectories(run_id, step_min=3, step_max=3)})
+        step3 = [(t["domain"], t["task_seed"], t["completion"]) for t in store.trajectories(run_id, step_min=3,
+                                                                                               step_max=3)]
     assert staleness == {1: 0.0, 2: 1.0, 3: 1.0}
-    rng = random.Random()
+    rolled = pickle.loads(point.next_rollout.read_bytes())
+    assert rolled.step == 3 and rolled.policy_version == 1
+    assert sorted((s.domain, s.task_seed, s.completion.text) for s in rolled.groups.samples) == sorted(step3)
+    # the newest checkpoint keeps the optimizer state (what an exact resume loads); older ones drop it
+    assert not (point.path / "optimizer").exists() and (point.path.parent / "step-3" / "optimizer" / "state").is_dir()
+    rng, replay = random.Random(), random.Random(cfg.seed)
     rng.setstate(point.rng_state)
-    assert sorted((t.domain, t.seed) for t in sample_tasks(cfg, rng, 2)) == step3
+    for _ in range(3):
+        sample_tasks(cfg, replay, 2)
+    assert rng.getstate() == replay.getstate()  # past steps 1-3's draws
 
 
 class HangingAnswerEngine(WatchedEngine):

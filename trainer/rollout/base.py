@@ -7,6 +7,7 @@ vLLM's CPU build here and the same code on GPUs) and `trainer.rollout.hf_engine.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 
@@ -30,19 +31,44 @@ def deliver(groups: list[list[Completion]], on_group: GroupCallback | None) -> l
     return groups
 
 
+def derive_seed(*parts: int) -> int:
+    """A seed in [0, 2**31) that depends on `parts` alone (e.g. a run's seed and a step), the
+    same in every process and Python version (blake2b, not the salted built-in `hash`)."""
+    digest = hashlib.blake2b(repr(tuple(int(p) for p in parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
 class RolloutEngine(ABC):
     """Generates completions with the current policy.
 
-    Engines are seeded once at construction (vLLM's CPU build crashes on per-request seeds).
+    Engines are seeded at construction; `reseed` makes the sampled calls that follow depend
+    on a given seed alone (a run seeds each training step's rollout from (run seed, step), so a
+    resumed run samples what the uninterrupted one did).
 
     Attributes:
         window: prompt + completion tokens one request may hold (vLLM's ``max_model_len``,
             the model's positions for transformers); None when the engine doesn't say.
             Callers keep ``len(prompt) + max_new_tokens`` within it (`trainer.window`).
+        sampling_seed: the seed of the last `reseed`, None before any.
     """
 
     name: str = "base"
     window: int | None = None
+    sampling_seed: int | None = None
+    _sampled_calls: int = 0
+
+    def reseed(self, seed: int) -> None:
+        """From now on, the k-th sampled (temperature > 0) `generate` call samples from a
+        stream that depends on (`seed`, k, the prompt's index) alone: not on what the engine
+        generated before, nor on the other prompts of the call. Greedy calls don't count."""
+        self.sampling_seed, self._sampled_calls = int(seed), 0
+
+    def _call_seed(self, temperature: float) -> int | None:
+        """The seed of this sampled call after a `reseed` (and count it), else None."""
+        if self.sampling_seed is None or temperature == 0.0:
+            return None
+        self._sampled_calls += 1
+        return derive_seed(self.sampling_seed, self._sampled_calls)
 
     @abstractmethod
     def generate(

@@ -123,6 +123,14 @@ class HFEngine(RolloutEngine):
             torch.manual_seed(seed)
             self._rng = self._get_rng()
 
+    def reseed(self, seed: int) -> None:
+        """`RolloutEngine.reseed`: the private stream restarts from `seed`; the calls that
+        follow draw from it in order (the batches of one call share it)."""
+        super().reseed(seed)
+        with torch.random.fork_rng(devices=self._rng_devices()):
+            torch.manual_seed(seed)
+            self._rng = self._get_rng()
+
     # -- private random stream: generate() draws from it, not from the global RNG ----------
     def _rng_devices(self) -> list:
         return [self.device] if self.device.type == "cuda" else []

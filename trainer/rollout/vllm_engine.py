@@ -21,7 +21,12 @@ with finish reason "stop"; the stop id is kept in the token ids and left out of 
 Tensor parallelism (``tensor_parallel_size`` N > 1) runs on N GPUs: vLLM then starts N
 worker processes, and `update_weights` sends the weights to each of them (pickled through
 vLLM's message queue rather than handed over in process). Not covered: tensor parallelism
-on the CPU build (refused: the CPU path is tested with 1), LoRA, and per-request seeds (vLLM's CPU build crashes on them; the engine is seeded once).
+on the CPU build (refused: the CPU path is tested with 1) and LoRA adapters in the engine.
+
+Seeds: after `RolloutEngine.reseed` each request carries its own seed (vLLM's per-request
+generator), derived from the reseed, the call and the prompt's index, so a request samples
+the same tokens whatever else the engine holds in its batch (checked on vLLM 0.32's CPU
+build: same seeds, same completions; the earlier note that it crashed on them no longer holds).
 A script using it needs an ``if __name__ == "__main__":`` guard.
 """
 
@@ -54,7 +59,7 @@ from vllm.sampling_params import RequestOutputKind  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
 
 from core.errors import EngineError  # noqa: E402
-from trainer.rollout.base import DEFAULT_KV_SEQUENCES, GroupCallback, RolloutEngine  # noqa: E402
+from trainer.rollout.base import DEFAULT_KV_SEQUENCES, GroupCallback, RolloutEngine, derive_seed  # noqa: E402
 from trainer.types import Completion  # noqa: E402
 
 _DTYPES = ("float32", "bfloat16")
@@ -254,9 +259,15 @@ class VLLMEngine(RolloutEngine):
         ids = [f"rlwb-{self._calls}-{i}" for i in range(len(prompts))]
         index = {rid: i for i, rid in enumerate(ids)}
         result: list[list[Completion] | None] = [None] * len(prompts)
+        call_seed = self._call_seed(temperature)
+        per_request = [params] * len(prompts)
+        if call_seed is not None:  # after `reseed`: each request its own generator (vLLM's per-request seed)
+            per_request = [params.clone() for _ in prompts]
+            for i, p in enumerate(per_request):
+                p.seed = derive_seed(call_seed, i)
         try:
-            for rid, p in zip(ids, prompts):  # as LLM.generate adds them: same order, same samples
-                engine.add_request(rid, TokensPrompt(prompt_token_ids=list(p)), params)
+            for rid, p, sp in zip(ids, prompts, per_request):  # as LLM.generate adds them: same order, same samples
+                engine.add_request(rid, TokensPrompt(prompt_token_ids=list(p)), sp)
             while engine.has_unfinished_requests():  # LLM.generate's loop, with a hook per group
                 for out in engine.step():
                     i = index.get(out.request_id)
