@@ -26,8 +26,10 @@ opened for the run when its mix needs one.
 
 A run resumes from one of its checkpoints (`ResumePoint`): the policy's weights, the
 task sampler's RNG state and the curriculum's state are in the checkpoint, so the resumed
-run samples the same tasks at the same levels as an uninterrupted one; AdamW's moments and
-the rollout engine's sampling RNG start afresh (completions may differ).
+run samples the same tasks at the same levels as an uninterrupted one. The newest checkpoint
+also holds the optimizer's state and each step's sampling is seeded from (run seed, step),
+so the resumed run's completions, rewards and weights are the uninterrupted run's
+(`tests/reliability/test_exact_resume.py`).
 
 With ``overlap: true`` the next step's rollout runs behind the learner, one step off-policy
 (`trainer.pipeline`).
