@@ -135,12 +135,17 @@ def run_foreground(cfg: RunConfig, store: Store,
     return run_id
 
 
-_DISK_FULL_TEXT = ("No space left on device", "os error 28", "Disk quota exceeded", "database or disk is full")
+_DISK_FULL_TEXT = ("No space left on device", "os error 28", "Disk quota exceeded", "database or disk is full",
+                   # torch.save's zip writer (DeepSpeed's optimizer checkpoint) loses the errno: a short
+                   # write surfaces as "[enforce fail at inline_container.cc:...] . unexpected pos N vs M"
+                   # or "PytorchStreamWriter failed writing file ...: file write failed"
+                   "unexpected pos", "PytorchStreamWriter failed writing file")
 
 
 def _disk_full(exc: BaseException) -> bool:
     """True if `exc` or an exception it was raised from is a full disk (ENOSPC/EDQUOT, or a
-    library's wrapping of it: safetensors says "os error 28", SQLite "database or disk is full")."""
+    library's wrapping of it: safetensors says "os error 28", SQLite "database or disk is full",
+    torch.save "unexpected pos N vs M")."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -66,7 +66,7 @@ from core.errors import (
 from trainer.models import context_window
 from sandboxes.pool import SandboxPool
 from trainer.rollout import open_engine
-from trainer.rollout.base import GroupCallback, RolloutEngine, deliver, derive_seed
+from trainer.rollout.base import GroupCallback, RolloutEngine, deliver
 from trainer.types import Completion
 
 ROLLOUT_RESOURCE = "rollout"
@@ -246,11 +246,8 @@ class RolloutWorker:
         self.engine = open_engine(kind, model_path, seed=seed, dtype=dtype, **kw)
         return _where()
 
-    def generate(self, prompts, n, max_new_tokens, temperature, top_p) -> list[list[Completion]]:
-        return self.engine.generate(prompts, n, max_new_tokens, temperature, top_p)
-
-    def reseed(self, seed: int) -> None:
-        self.engine.reseed(seed)
+    def generate(self, prompts, n, max_new_tokens, temperature, top_p, seeds=None) -> list[list[Completion]]:
+        return self.engine.generate(prompts, n, max_new_tokens, temperature, top_p, seeds=seeds)
 
     def update_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
         self.engine.update_weights(weights)
@@ -318,29 +315,23 @@ class RayRolloutEngine(RolloutEngine):
         return [dict(p) for p in self._places]
 
     def generate(self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, on_group: GroupCallback | None = None) -> list[list[Completion]]:
+                 top_p: float = 1.0, on_group: GroupCallback | None = None,
+                 seeds: list[int] | None = None) -> list[list[Completion]]:
         """`RolloutEngine.generate` over the workers: contiguous prompt slices (`split`),
         generated at the same time, returned in prompt order (`on_group` gets every group
-        once all workers are done).
+        once all workers are done). After a `reseed` each prompt carries the seed one engine
+        would give it, so vLLM workers sample what a single local engine samples.
 
         Raises:
             EngineError: a worker failed or is gone.
         """
         calls = [(a, lo, hi) for a, (lo, hi) in zip(self._actors, split(len(prompts), len(self._actors))) if hi > lo]
-        parts = _get([a.generate.remote([list(p) for p in prompts[lo:hi]], n, max_new_tokens, temperature, top_p)
+        if seeds is None:  # after `reseed`: the seeds one engine would give these prompts, a slice to each worker
+            seeds = self.prompt_seeds(temperature, len(prompts))
+        parts = _get([a.generate.remote([list(p) for p in prompts[lo:hi]], n, max_new_tokens, temperature, top_p,
+                                        None if seeds is None else seeds[lo:hi])
                       for a, lo, hi in calls], "a rollout worker", EngineError)
         return deliver([group for part in parts for group in part], on_group)
-
-    def reseed(self, seed: int) -> None:
-        """`RolloutEngine.reseed` on every worker, worker r from ``derive_seed(seed, r)``:
-        deterministic for a fixed seed and worker count.
-
-        Raises:
-            EngineError: a worker failed or is gone.
-        """
-        super().reseed(seed)
-        _get([a.reseed.remote(derive_seed(seed, r)) for r, a in enumerate(self._actors)], "a rollout worker",
-             EngineError)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Put the weights in the object store once (CPU tensors) and load them into every

@@ -1,5 +1,5 @@
 """Runs under faults: kill -9 of the training process (aimed at a checkpoint being written),
-then `rlwb runs resume`; a full disk (a real 16 MiB tmpfs filled up) while a checkpoint is
+then `rlwb runs resume`; a full disk (a real 32 MiB tmpfs filled up) while a checkpoint is
 written. Each uses the tiny model and a real background or CLI process."""
 
 from __future__ import annotations
@@ -143,8 +143,8 @@ def test_kill_9_of_the_training_process_mid_checkpoint_then_cli_resume(tiny_mode
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A real 16 MiB tmpfs mounted for the test (needs root and mount rights; else skipped)."""
-    with mounted_tmpfs(tmp_path / "disk", "16m") as mnt:
+    """A real 32 MiB tmpfs mounted for the test (needs root and mount rights; else skipped)."""
+    with mounted_tmpfs(tmp_path / "disk", "32m") as mnt:
         yield mnt
 
 
@@ -164,7 +164,8 @@ def _fill(disk: Path) -> Path:
 
 def test_full_disk_during_a_checkpoint_keeps_the_previous_one_and_fails_clearly(tiny_model_dir, tmp_path, small_disk,
                                                                                fault):
-    steps = 6  # six tiny checkpoints (1.7 MB each) fit the 16 MiB disk: only the filler fills it
+    steps = 6  # six tiny checkpoints (1.7 MB of weights each, and the newest two also ~5 MB of optimizer state
+    # while one is written) fit the 32 MiB disk: only the filler fills it
     cfg_path = tmp_path / "run.yaml"
     cfg_path.write_text(
         f"name: fulldisk\nmodel: {tiny_model_dir}\nsteps: {steps}\ndomains: [chain_sum, basic_arithmetic]\n"
@@ -185,7 +186,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_and_fails_clearly(
                 filler = _fill(small_disk)
             finally:
                 os.kill(proc.pid, signal.SIGCONT)
-            fault.inject("ENOSPC: the run's checkpoint disk (16 MiB tmpfs) filled up mid-run")
+            fault.inject("ENOSPC: the run's checkpoint disk (32 MiB tmpfs) filled up mid-run")
             proc.wait(timeout=300)
             log.seek(0)
             output = log.read()

@@ -241,9 +241,13 @@ def test_a_three_step_tiny_run_trains_with_each_algorithm(algorithm, tiny_model_
         for step in (1, 2, 3):
             adv = torch.tensor([r["advantage"] for r in rows if r["step"] == step])
             assert abs(adv.mean().item()) < 1e-4 and adv.std(unbiased=False).item() == pytest.approx(1.0, abs=1e-3)
-    if algorithm == "dapo":  # an 8-token cap and a 4-token buffer: every completion was shaped
-        assert all(r["breakdown"]["overlong"] == "shaped" for r in rows)
-        assert {r["reward"] for r in rows} >= {-1.0, -0.8}  # the format credit survives the penalty
+    if algorithm == "dapo":  # an 8-token cap and a 4-token buffer: a completion of over 4 tokens was shaped
+        for r in rows:
+            penalty = soft_penalty(r["completion_tokens"], 8, 4)
+            assert r["breakdown"].get("overlong_penalty", 0.0) == pytest.approx(penalty), r
+            assert (r["breakdown"].get("overlong") == "shaped") == (penalty < 0), r
+        assert sum(soft_penalty(r["completion_tokens"], 8, 4) < 0 for r in rows) > len(rows) / 2, rows
+        assert -0.8 in {r["reward"] for r in rows}  # the format credit survives the full penalty
 
 
 @pytest.mark.parametrize("name, algorithm, clip", [("dapo", "dapo", (0.2, 0.28)), ("gspo", "gspo", (3e-4, 4e-4))])

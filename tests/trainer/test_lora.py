@@ -30,9 +30,11 @@ def _batch(seed: int = 0) -> LearnerBatch:
     return LearnerBatch.from_samples(samples, pad_id=0)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def stepped(tiny_model_dir):
-    """A LoRA learner after two optimizer steps, and the base weights it started from."""
+    """A LoRA learner after two optimizer steps, and the base weights it started from (one per
+    test: closing the in-process vLLM engine of one test ends the torch.distributed world a
+    learner made before it, which DeepSpeed's optimizer checkpoint needs)."""
     from transformers import AutoModelForCausalLM
 
     from trainer.learner import DeepSpeedLearner
@@ -80,7 +82,7 @@ def test_merged_weights_are_made_one_at_a_time(stepped, monkeypatch):
     assert len(made) == adapted > 0
 
 
-def test_the_engine_scores_like_the_learner_after_the_merged_sync(stepped, tiny_model_dir):
+def test_the_engine_scores_like_the_learner_after_the_merged_sync(stepped, tiny_model_dir, tmp_path):
     pytest.importorskip("vllm")
     from trainer.rollout import open_engine
 
@@ -95,6 +97,12 @@ def test_the_engine_scores_like_the_learner_after_the_merged_sync(stepped, tiny_
         after = torch.tensor(engine.score(ids[:prompt_len], ids[prompt_len:11]))
     assert (after - want[0, prompt_len:11]).abs().max().item() < 1e-3
     assert (after - before).abs().max().item() > 1e-2  # the sync changed what the engine computes
+    # the engine's close ended the torch.distributed world this learner was made in: its optimizer
+    # checkpoint says so and writes nothing, its weights alone still save
+    with pytest.raises(RuntimeError, match="open the rollout engine before the learner"):
+        learner.save_checkpoint(tmp_path / "step-2")
+    assert not list(tmp_path.iterdir())
+    assert (learner.save_checkpoint(tmp_path / "step-2", with_optimizer=False) / "model.safetensors").exists()
 
 
 def test_a_checkpoint_holds_merged_weights_and_the_adapter_and_resumes(stepped, tiny_model_dir, tmp_path):

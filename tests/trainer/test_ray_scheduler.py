@@ -279,8 +279,9 @@ def test_sandbox_errors_come_back_as_themselves(cluster, tiny_model_dir, sandbox
 
 
 def _timing(metric: str) -> bool:
-    """Wall-clock metrics (seconds, rates, latencies, queue depth): they differ run to run."""
-    return metric.startswith(("time/", "perf/", "sandbox/latency", "sandbox/queue_depth")) or metric.endswith(
+    """Wall-clock and memory metrics (seconds, rates, latencies, queue depth, peak RSS): they
+    differ run to run."""
+    return metric.startswith(("time/", "perf/", "memory/", "sandbox/latency", "sandbox/queue_depth")) or metric.endswith(
         ("_seconds", "_per_s"))
 
 

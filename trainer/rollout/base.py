@@ -63,6 +63,12 @@ class RolloutEngine(ABC):
         generated before, nor on the other prompts of the call. Greedy calls don't count."""
         self.sampling_seed, self._sampled_calls = int(seed), 0
 
+    def prompt_seeds(self, temperature: float, count: int) -> list[int] | None:
+        """The `count` per-prompt seeds of this sampled call after a `reseed` (and count the
+        call), else None: prompt i gets ``derive_seed(call seed, i)``."""
+        call_seed = self._call_seed(temperature)
+        return None if call_seed is None else [derive_seed(call_seed, i) for i in range(count)]
+
     def _call_seed(self, temperature: float) -> int | None:
         """The seed of this sampled call after a `reseed` (and count it), else None."""
         if self.sampling_seed is None or temperature == 0.0:
@@ -79,6 +85,7 @@ class RolloutEngine(ABC):
         temperature: float = 1.0,
         top_p: float = 1.0,
         on_group: GroupCallback | None = None,
+        seeds: list[int] | None = None,
     ) -> list[list[Completion]]:
         """Sample `n` completions for each prompt.
 
@@ -93,6 +100,10 @@ class RolloutEngine(ABC):
                 that batches everything calls it for every prompt at the end): scoring
                 and sandbox verification can start while other prompts still generate.
                 An exception it raises stops generation and propagates.
+            seeds: B per-prompt seeds for this sampled call, used instead of the `reseed`
+                stream (a call split over several engines samples as one engine would: see
+                `prompt_seeds`); an engine that can't seed each request (transformers)
+                restarts its stream from the first. Ignored when greedy.
 
         Returns:
             B lists of n `Completion`s, in prompt order, each with per-token sampling logprobs:

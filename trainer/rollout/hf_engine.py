@@ -152,6 +152,7 @@ class HFEngine(RolloutEngine):
         temperature: float = 1.0,
         top_p: float = 1.0,
         on_group: GroupCallback | None = None,
+        seeds: list[int] | None = None,
     ) -> list[list[Completion]]:
         """Sample `n` completions per prompt, `gen_batch` prompts per ``generate`` call.
 
@@ -159,8 +160,12 @@ class HFEngine(RolloutEngine):
         sampled from (logits / `temperature`, renormalised over the `top_p` nucleus; raw for
         greedy), read from the very scores it was sampled from. A completion ends at the
         first of `eos_token_ids` (finish "stop", the id kept, its text left out of ``text``).
-        `on_group` gets the groups of each ``generate`` call as it returns.
+        `on_group` gets the groups of each ``generate`` call as it returns. `seeds` (one per
+        prompt) restart the private stream from the first: transformers samples a batch from
+        one generator, so prompts can't be seeded one by one.
         """
+        if seeds is not None and temperature > 0 and prompts:
+            HFEngine.reseed(self, int(seeds[0]))
         result: list[list[Completion]] = []
         for start in range(0, len(prompts), self.gen_batch):
             batch = self._generate_batch(prompts[start:start + self.gen_batch], n, max_new_tokens, temperature, top_p)

@@ -59,7 +59,7 @@ from vllm.sampling_params import RequestOutputKind  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
 
 from core.errors import EngineError  # noqa: E402
-from trainer.rollout.base import DEFAULT_KV_SEQUENCES, GroupCallback, RolloutEngine, derive_seed  # noqa: E402
+from trainer.rollout.base import DEFAULT_KV_SEQUENCES, GroupCallback, RolloutEngine  # noqa: E402
 from trainer.types import Completion  # noqa: E402
 
 _DTYPES = ("float32", "bfloat16")
@@ -234,6 +234,7 @@ class VLLMEngine(RolloutEngine):
         temperature: float = 1.0,
         top_p: float = 1.0,
         on_group: GroupCallback | None = None,
+        seeds: list[int] | None = None,
     ) -> list[list[Completion]]:
         """Sample `n` completions per prompt; see `RolloutEngine.generate`.
 
@@ -259,12 +260,17 @@ class VLLMEngine(RolloutEngine):
         ids = [f"rlwb-{self._calls}-{i}" for i in range(len(prompts))]
         index = {rid: i for i, rid in enumerate(ids)}
         result: list[list[Completion] | None] = [None] * len(prompts)
-        call_seed = self._call_seed(temperature)
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {len(prompts)} prompts")
+        if temperature == 0.0:
+            seeds = None
+        elif seeds is None:
+            seeds = self.prompt_seeds(temperature, len(prompts))
         per_request = [params] * len(prompts)
-        if call_seed is not None:  # after `reseed`: each request its own generator (vLLM's per-request seed)
+        if seeds is not None:  # after `reseed`: each request its own generator (vLLM's per-request seed)
             per_request = [params.clone() for _ in prompts]
-            for i, p in enumerate(per_request):
-                p.seed = derive_seed(call_seed, i)
+            for p, seed in zip(per_request, seeds):
+                p.seed = int(seed)
         try:
             for rid, p, sp in zip(ids, prompts, per_request):  # as LLM.generate adds them: same order, same samples
                 engine.add_request(rid, TokensPrompt(prompt_token_ids=list(p)), sp)
