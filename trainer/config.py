@@ -103,6 +103,10 @@ class RunConfig(BaseModel):
     kl_coef: float = Field(0.02, ge=0.0, description="Weight of the k3 KL penalty to the frozen reference; 0 disables it.")
 
     zero_stage: int = Field(2, ge=0, le=2, description="DeepSpeed ZeRO stage (0-2; weights are synced from full parameters).")
+    learner_processes: int = Field(
+        1, ge=1, le=64, description="Data-parallel learner processes on this machine (torchrun; each trains on its "
+                                    "share of a step's groups, DeepSpeed all-reduces the gradients; "
+                                    "trainer.learner_group). 1: the learner runs in the run's process.")
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="Training and rollout dtype (float32 is faster than bf16 on this CPU)."
     )

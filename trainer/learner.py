@@ -31,9 +31,10 @@ names for the rollout engine's in-place sync; a checkpoint holds the merged HF w
 evaluation and rollouts load) and the adapter in ``adapter/`` (what a resumed run loads onto
 the base).
 
-Not covered: multi-process launch (the deepspeed launcher sets RANK/WORLD_SIZE; this class
-then works per rank, but the training loop is single-process today) and ZeRO-3 weight
-gathering for sync.
+Data parallelism: under a launcher (torchrun sets RANK/WORLD_SIZE) each rank trains on its
+share of every step's batch (`LearnerBatch.shard`) and DeepSpeed all-reduces the gradients;
+`trainer.learner_group` runs the ranks for a run. Not covered: ZeRO-3 weight gathering for
+the sync.
 """
 
 from __future__ import annotations
@@ -255,10 +256,14 @@ class DeepSpeedLearner:
             if self.by_parts:
                 prefix_attention.enable(self.ref_model)
         n = cfg.sequences_per_step
+        # a data-parallel rank (torchrun/deepspeed set WORLD_SIZE) takes its share of each step's sequences;
+        # the accumulation boundary is set by hand each step, so these counts only satisfy DeepSpeed's check
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        accumulation = max(1, n // (cfg.micro_batch_size * world))
         ds_config = {
-            "train_batch_size": n,
+            "train_batch_size": cfg.micro_batch_size * accumulation * world,
             "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
-            "gradient_accumulation_steps": n // cfg.micro_batch_size,
+            "gradient_accumulation_steps": accumulation,
             "gradient_clipping": cfg.max_grad_norm,
             "zero_optimization": {"stage": cfg.zero_stage},
             "zero_allow_untested_optimizer": True,
@@ -275,12 +280,20 @@ class DeepSpeedLearner:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config
         )
         self.device = self.engine.device
+        import torch.distributed as dist
+
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
         if self.ref_model is not None:  # DeepSpeed moved the policy to its accelerator; the reference follows
             self.ref_model.to(self.device)
         self.steps_done = int(steps_done)
         self.optimizer_restored = False
         saved = Path(init_from) / OPTIMIZER_DIR if init_from is not None else None
-        if saved is not None and (saved / OPTIMIZER_TAG).is_dir():
+        shards = len(list((saved / OPTIMIZER_TAG).glob("zero_pp_rank_*optim_states.pt"))) if saved is not None else 0
+        if shards and shards != self.world:  # DeepSpeed can't re-partition ZeRO's optimizer state
+            print(f"[resume] {saved} holds the optimizer state of {shards} learner processes and this run has "
+                  f"{self.world}: AdamW's moments start from zero (resume with learner_processes: {shards} to "
+                  "continue exactly)", file=sys.stderr, flush=True)
+        elif saved is not None and (saved / OPTIMIZER_TAG).is_dir():
             # DeepSpeed's own checkpoint: the fp32 master weights, AdamW's moments and step, the scheduler
             loaded, _ = self.engine.load_checkpoint(str(saved), tag=OPTIMIZER_TAG, load_module_strict=not self.lora,
                                                     load_optimizer_states=True, load_lr_scheduler_states=True)
@@ -301,7 +314,10 @@ class DeepSpeedLearner:
         return self.engine.module
 
     def step(self, batch: LearnerBatch) -> dict[str, float]:
-        """One optimizer step on a step's batch (gradient accumulation inside).
+        """One optimizer step on a step's batch (gradient accumulation inside). In a
+        data-parallel job every rank gets the whole batch, trains on its share
+        (`LearnerBatch.shard`) and DeepSpeed all-reduces the gradients: the same step as
+        one process up to float rounding.
 
         The batch may hold fewer than N sequences (zero-variance groups skipped), in any
         number: the last micro-batch is the accumulation boundary, whatever the count, and
@@ -315,7 +331,8 @@ class DeepSpeedLearner:
             learner_tokens (the sequences' real tokens, the logical tokens the loss covers),
             learner_computed_tokens (the tokens the forward passes compute: a shared prefix
             counts once), learner_padding_share (share of the positions computed that were
-            padding, 0 .. 1), learner_micro_batches,
+            padding, 0 .. 1), learner_micro_batches, learner_processes (data-parallel
+            ranks), learner_sequences_per_process (this rank's share of the sequences),
             learner_seconds, learner_tokens_per_s.
 
         Raises:
@@ -328,30 +345,39 @@ class DeepSpeedLearner:
         self.engine.train()
         total_tokens = float(batch.completion_mask.sum().item()) or 1.0
         total_sequences = float((batch.completion_mask.sum(dim=1) > 0).sum().item()) or 1.0  # GSPO's mean
-        sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
-        if self.batching == "shared_prefix":
-            micros, pass_one = batch.shared_prefix_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
-        elif self.batching == "packed":
-            micros, pass_one = batch.packed_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
-        else:
-            micros, pass_one = batch.micro_batches(self.cfg.micro_batch_size), self._padded_micro_step
+        full, sums = batch, {"loss": 0.0, "pg": 0.0, "kl": 0.0, "clip": 0.0, "ratio": 0.0, "entropy": 0.0}
+        own = batch.shard(self.rank, self.world) if self.world > 1 else batch  # this rank's groups (None: none)
+        micros, pass_one = self._micro_batches(own)
         slots = sum(m.input_ids.numel() for m in micros)  # positions the forward passes compute
-        computed = sum(m.num_tokens for m in micros) if self.batching != "padded" else batch.num_tokens
-        for i, micro in enumerate(micros):
+        computed = (sum(m.num_tokens for m in micros) if self.batching != "padded" else own.num_tokens) if own else 0
+        # every rank runs as many micro-batches as the busiest one (ZeRO-2 reduces gradients on each backward):
+        # a rank with fewer runs zero-loss passes. DeepSpeed averages the ranks' gradients, and the loss is
+        # already normalised over the whole step's tokens, so each rank's loss is scaled by the world size.
+        count = int(self._all_reduce([len(micros)], "max")[0])
+        for i in range(count):
             # the optimizer steps after the last micro-batch, not after a fixed count of them
-            self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
-            out, entropy_sum = pass_one(micro, total_tokens, total_sequences)
-            self.engine.backward(out.loss, scale_wrt_gas=False)
+            self.engine.set_gradient_accumulation_boundary(i == count - 1)
+            if i < len(micros):
+                out, entropy_sum = pass_one(micros[i], total_tokens, total_sequences)
+                loss = out.loss
+                sums["loss"] += float(out.loss.detach())
+                sums["pg"] += out.pg_loss_sum
+                sums["kl"] += out.kl_sum
+                sums["clip"] += out.clipped_sum
+                sums["ratio"] += out.ratio_sum
+                sums["entropy"] += entropy_sum
+            else:
+                loss = sum((p * 0.0).sum() for p in self.module.parameters() if p.requires_grad)
+            self.engine.backward(loss * self.world if self.world > 1 else loss, scale_wrt_gas=False)
             self.engine.step()
-            sums["loss"] += float(out.loss.detach())
-            sums["pg"] += out.pg_loss_sum
-            sums["kl"] += out.kl_sum
-            sums["clip"] += out.clipped_sum
-            sums["ratio"] += out.ratio_sum
-            sums["entropy"] += entropy_sum
+        if self.world > 1:  # the step's sums over every rank's sequences
+            keys = list(sums)
+            totals = self._all_reduce([sums[k] for k in keys] + [slots, computed], "sum")
+            sums, slots, computed = dict(zip(keys, totals[:-2])), totals[-2], totals[-1]
         self.steps_done += 1
         seconds = time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
+        batch = full
         return {
             "loss": sums["loss"],
             "pg_loss": sums["pg"] / total_tokens,
@@ -363,11 +389,33 @@ class DeepSpeedLearner:
             "lr": float(self.scheduler.get_last_lr()[0]),
             "learner_tokens": float(batch.num_tokens),
             "learner_computed_tokens": float(computed),
-            "learner_padding_share": 1.0 - computed / slots,
-            "learner_micro_batches": float(len(micros)),
+            "learner_padding_share": 1.0 - computed / slots if slots else 0.0,
+            "learner_micro_batches": float(count),
+            "learner_processes": float(self.world),
+            "learner_sequences_per_process": float(own.input_ids.shape[0] if own is not None else 0),
             "learner_seconds": seconds,
             "learner_tokens_per_s": batch.num_tokens / seconds if seconds > 0 else 0.0,
         }
+
+    def _micro_batches(self, batch: LearnerBatch | None) -> tuple[list, object]:
+        """`batch`'s micro-batches in the learner's layout, and the pass that trains one."""
+        if batch is None:
+            return [], None
+        if self.batching == "shared_prefix":
+            return batch.shared_prefix_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
+        if self.batching == "packed":
+            return batch.packed_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
+        return batch.micro_batches(self.cfg.micro_batch_size), self._padded_micro_step
+
+    def _all_reduce(self, values: list[float], op: str) -> list[float]:
+        """`values` summed ("sum") or maxed ("max") over the data-parallel ranks (float64)."""
+        if self.world == 1:
+            return [float(v) for v in values]
+        import torch.distributed as dist
+
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+        return t.tolist()
 
     @property
     def has_reference(self) -> bool:
@@ -476,30 +524,51 @@ class DeepSpeedLearner:
 
         Returns:
             The checkpoint directory.
+
+        Raises:
+            RuntimeError: `with_optimizer` after the torch.distributed world went away (see the message).
         """
+        import torch.distributed as dist
+
+        if with_optimizer and not dist.is_initialized():  # vLLM's in-process engine core ends the world on close
+            raise RuntimeError("the torch.distributed world this learner's DeepSpeed engine uses is gone (an "
+                               "in-process vLLM engine opened after the learner has closed); open the rollout "
+                               "engine before the learner, as trainer.loop does, or save with_optimizer=False")
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        if self.lora:  # the merged HF weights (rollouts, evaluation) and the adapter (resume)
-            base = self.module.get_base_model()
-            base.save_pretrained(tmp, state_dict=dict(merged_weights(self.module)), safe_serialization=True)
-            self.module.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
-        else:
-            self.module.save_pretrained(tmp, safe_serialization=True)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
+        lead = self.rank == 0  # in a data-parallel job rank 0 writes the weights and renames; all write DeepSpeed's
+        if lead:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            if self.lora:  # the merged HF weights (rollouts, evaluation) and the adapter (resume)
+                base = self.module.get_base_model()
+                base.save_pretrained(tmp, state_dict=dict(merged_weights(self.module)), safe_serialization=True)
+                self.module.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
+            else:
+                self.module.save_pretrained(tmp, safe_serialization=True)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
+        self._barrier()
         if with_optimizer:  # LoRA: the frozen base is the model's own files, only the adapters' states go in
             self.engine.save_checkpoint(str(tmp / OPTIMIZER_DIR), tag=OPTIMIZER_TAG, save_latest=False,
                                         exclude_frozen_parameters=self.lora)
-        for name, data in (extra or {}).items():
-            (tmp / name).write_text(json.dumps(data), encoding="utf-8")
-        for name, data in (blobs or {}).items():
-            (tmp / name).write_bytes(data)
-        if path.exists():
-            shutil.rmtree(path)
-        replace_durably(tmp, path)  # fsync the files and the directory, rename, fsync the parent
+        self._barrier()
+        if lead:
+            for name, data in (extra or {}).items():
+                (tmp / name).write_text(json.dumps(data), encoding="utf-8")
+            for name, data in (blobs or {}).items():
+                (tmp / name).write_bytes(data)
+            if path.exists():
+                shutil.rmtree(path)
+            replace_durably(tmp, path)  # fsync the files and the directory, rename, fsync the parent
+        self._barrier()
         return path
+
+    def _barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
 
     def close(self) -> None:
         """Release the engine and the reference model.

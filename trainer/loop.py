@@ -46,12 +46,13 @@ from pathlib import Path
 
 from trainer.config import RunConfig
 from core.errors import ModelNotFound
+from core.paths import run_dir
 from trainer.models import resolve_model
 from trainer.checkpoints import (NEXT_ROLLOUT, TRAINER_STATE, ResumePoint, checkpoint_dir, drop_old_optimizer_states,
                                  trainer_state)
 from trainer.curriculum import Curriculum
 from trainer.evaluate import evaluate_samples, record_heldout
-from trainer.learner import DeepSpeedLearner
+from trainer.learner_group import open_learner
 from trainer.pipeline import StepPipeline
 from trainer.placement import maybe_runtime, open_run_engine
 from trainer.rollout.base import KV_FLOOR_TOKENS
@@ -161,15 +162,20 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
         enter("engine start", first - 1)
         engine = open_run_engine(cfg, model_path, **engine_kw)
         learner = pipe = None
+        learners_log = None  # learner_processes > 1: the ranks' log beside the run's checkpoints
+        if cfg.learner_processes > 1:
+            learners_log = run_dir(cfg.output_dir, run_id) / "learners.log"
+            learners_log.parent.mkdir(parents=True, exist_ok=True)
         try:
             enter("learner start", first - 1)
             if resume is None:
-                learner = DeepSpeedLearner(model_path, cfg)
+                learner = open_learner(model_path, cfg, log_path=learners_log)
                 if cfg.eval_tasks_per_domain:
                     enter("baseline evaluation", 0)
                     run_evaluation(engine, tokenizer, cfg, store, run_id, "before", str(model_path), runtime)
             else:  # the policy's weights (and the optimizer's state) from the checkpoint, into the engine in place
-                learner = DeepSpeedLearner(model_path, cfg, init_from=resume.path, steps_done=resume.optimizer_steps)
+                learner = open_learner(model_path, cfg, init_from=resume.path, steps_done=resume.optimizer_steps,
+                                       log_path=learners_log)
                 enter("resume", first - 1)
                 if not learner.optimizer_restored:
                     print(f"[resume] {resume.path} holds no optimizer state (written before checkpoints kept it, or "

@@ -119,6 +119,45 @@ class LearnerBatch:
         """Real (non-pad) tokens in the batch."""
         return int(self.attention_mask.sum().item())
 
+    def rows(self, index: list[int]) -> "LearnerBatch":
+        """The batch of the given rows, in that order."""
+        rows = torch.tensor(index, dtype=torch.long)
+        return LearnerBatch(self.input_ids[rows], self.attention_mask[rows], self.completion_mask[rows],
+                            self.old_logprobs[rows], self.advantages[rows])
+
+    def shard(self, rank: int, world: int) -> "LearnerBatch | None":
+        """Data-parallel rank `rank`'s share of the rows (of `world` ranks), or None if it gets none.
+
+        Sequences that share a prompt (a GRPO group: the same tokens before the first
+        scored one) stay together, so each rank's shared-prefix forward still computes a
+        prompt once; groups go largest first to the rank with the fewest tokens so far
+        (real tokens, a shared prompt counted once). With fewer groups than ranks the rows
+        are dealt out one by one instead. Every rank computes the same split from the same
+        batch.
+
+        Raises:
+            ValueError: `rank` not in [0, `world`).
+        """
+        if not 0 <= rank < world:
+            raise ValueError(f"rank must be in [0, {world}), got {rank}")
+        lengths = self.attention_mask.sum(dim=1).tolist()
+        groups: dict[tuple, list[int]] = {}
+        for i, n in enumerate(lengths):
+            scored = self.completion_mask[i, 1:n].nonzero()
+            p = int(scored[0]) + 1 if len(scored) else n
+            groups.setdefault(tuple(self.input_ids[i, :p].tolist()), []).append(i)
+        if len(groups) >= world:
+            load, owned = [0] * world, [[] for _ in range(world)]
+            cost = {key: len(key) + sum(lengths[i] - len(key) for i in rows) for key, rows in groups.items()}
+            for key in sorted(groups, key=lambda k: (-cost[k], groups[k][0])):
+                r = min(range(world), key=lambda r: (load[r], r))
+                load[r] += cost[key]
+                owned[r] += groups[key]
+            mine = sorted(owned[rank])
+        else:
+            mine = list(range(rank, len(lengths), world))
+        return self.rows(mine) if mine else None
+
     def micro_batches(self, size: int) -> list["LearnerBatch"]:
         """Split into micro-batches of `size` rows for gradient accumulation.
 

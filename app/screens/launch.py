@@ -37,6 +37,7 @@ NUMBERS = [
     ("eval_tasks_per_domain", "Held-out eval tasks per domain", int, 1),
     ("eval_every", "Evaluate every N steps (0: before and after only)", int, 1),
     ("lora_rank", "LoRA rank (0: full fine-tuning)", int, 1),
+    ("learner_processes", "Learner processes (data-parallel)", int, 1),
 ]
 
 

@@ -1,0 +1,181 @@
+"""The data-parallel learner (learner_processes: 2, trainer.learner_group): two real ranks under
+torchrun over gloo give the same losses, gradient norms and weights as one process on the
+same batches, each rank training on half the sequences; a run with it completes, and a bad
+worker start fails clearly."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.errors import ConfigError, EngineError
+from trainer.config import RunConfig
+from trainer.types import Completion, LearnerBatch, Sample
+
+PROMPTS, GROUP = 4, 2
+
+
+def _cfg(tiny_model_dir, **kw) -> RunConfig:
+    return RunConfig(**{"domains": ["basic_arithmetic"], "prompts_per_step": PROMPTS, "group_size": GROUP,
+                        "micro_batch_size": 2, "learning_rate": 1e-2, "kl_coef": 0.1, "model": str(tiny_model_dir),
+                        **kw})
+
+
+def _batch(seed: int) -> LearnerBatch:
+    """4 groups of 2 with prompts and completions of different lengths."""
+    g = torch.Generator().manual_seed(seed)
+    samples = []
+    for group in range(PROMPTS):
+        prompt = torch.randint(3, 1000, (4 + 2 * group,), generator=g).tolist()
+        for i in range(GROUP):
+            n = 3 + int(torch.randint(0, 5, (1,), generator=g))
+            ids = torch.randint(3, 1000, (n,), generator=g).tolist()
+            samples.append(Sample("basic_arithmetic", group, group, i, "p", prompt,
+                                  Completion(ids, (-torch.rand(n, generator=g) - 1).tolist(), "x", "length"),
+                                  advantage=1.0 if i == 0 else -1.0))
+    return LearnerBatch.from_samples(samples, pad_id=0)
+
+
+def test_a_shard_keeps_groups_whole_and_covers_every_row_once():
+    batch = _batch(0)
+    shards = [batch.shard(r, 2) for r in range(2)]
+    rows = sorted(tuple(row.tolist()) for s in shards for row in s.input_ids)
+    assert rows == sorted(tuple(row.tolist()) for row in batch.input_ids)
+    assert [s.input_ids.shape[0] for s in shards] == [4, 4]  # two groups each
+    for s in shards:  # a group's two rows (same prompt) sit on one rank
+        prompts = [tuple(r[:4].tolist()) for r in s.input_ids]
+        assert all(prompts.count(p) == 2 for p in prompts)
+    one = batch.rows([0])  # fewer groups than ranks: rows dealt out, a rank may get none
+    assert one.shard(0, 2).input_ids.shape[0] == 1 and one.shard(1, 2) is None
+    with pytest.raises(ValueError, match="rank must be in"):
+        batch.shard(2, 2)
+
+
+@pytest.mark.parametrize("zero_stage", [2, 0])
+def test_two_learner_processes_equal_one_on_the_same_batches(tiny_model_dir, zero_stage):
+    from trainer.learner import DeepSpeedLearner
+    from trainer.learner_group import LearnerGroup
+
+    batches = [_batch(s) for s in (1, 2, 3)]
+    one = DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir, zero_stage=zero_stage))
+    try:
+        single = [one.step(b) for b in batches]
+        want = {k: v.detach().clone() for k, v in one.named_weights()}
+    finally:
+        one.close()
+    group = LearnerGroup(tiny_model_dir, _cfg(tiny_model_dir, zero_stage=zero_stage, learner_processes=2))
+    try:
+        double = [group.step(b) for b in batches]
+        got = dict(group.named_weights())
+    finally:
+        group.close()
+    assert group._proc.returncode == 0
+    for a, b in zip(single, double):
+        assert b["learner_processes"] == 2 and a["learner_processes"] == 1
+        assert b["learner_sequences_per_process"] == a["learner_sequences_per_process"] / 2 == PROMPTS * GROUP / 2
+        for key in ("loss", "grad_norm", "kl", "pg_loss", "entropy", "learner_tokens", "learner_computed_tokens"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6, nan_ok=True), key  # ZeRO-0 reports no grad norm
+    assert got.keys() == want.keys()
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
+    moved = max((want[k] - base[k]).abs().max().item() for k in base)
+    differ = max((got[k] - want[k]).abs().max().item() for k in want)
+    # AdamW divides by sqrt(v): a near-zero gradient's rounding can move an update by a sliver of
+    # lr, so the weights agree to within a small share of how far three steps moved them
+    assert moved > 1e-2 and differ < 0.02 * moved, (moved, differ)
+
+
+def test_a_group_checkpoint_resumes_with_its_optimizer_state(tiny_model_dir, tmp_path, capfd):
+    from trainer.learner import DeepSpeedLearner
+    from trainer.learner_group import LearnerGroup
+
+    cfg = _cfg(tiny_model_dir, learner_processes=2)
+    group = LearnerGroup(tiny_model_dir, cfg)
+    try:
+        group.step(_batch(1))
+        path = group.save_checkpoint(tmp_path / "step-1", tokenizer=object(), extra={"state.json": {"step": 1}})
+        group.step(_batch(2))
+        after_three = group.step(_batch(3))  # its loss depends on AdamW's moments from step 1
+    finally:
+        group.close()
+    assert (path / "model.safetensors").exists() and (path / "tokenizer_config.json").exists()
+    assert (path / "state.json").read_text() == '{"step": 1}' and not path.with_name("step-1.tmp").exists()
+    resumed = LearnerGroup(tiny_model_dir, cfg, init_from=path, steps_done=1)
+    try:  # AdamW's moments come back: the next step is the uninterrupted one's
+        assert resumed.optimizer_restored and resumed.steps_done == 1
+        resumed.step(_batch(2))
+        again = resumed.step(_batch(3))
+    finally:
+        resumed.close()
+    assert again["loss"] == pytest.approx(after_three["loss"], rel=1e-5)
+    assert again["grad_norm"] == pytest.approx(after_three["grad_norm"], rel=1e-5)
+    one = DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir), init_from=path, steps_done=1)
+    try:  # ZeRO's state is partitioned over 2 ranks: one process takes the weights, says so, and starts AdamW afresh
+        assert not one.optimizer_restored
+        one.step(_batch(2))
+        fresh = one.step(_batch(3))
+    finally:
+        one.close()
+    assert "holds the optimizer state of 2 learner processes" in capfd.readouterr().err
+    assert abs(fresh["loss"] - after_three["loss"]) > 1e-4 * abs(after_three["loss"])  # the moments mattered
+
+
+def test_a_group_that_cannot_start_says_why(tmp_path):
+    from trainer.learner_group import LearnerGroup
+
+    missing = tmp_path / "no-model"
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=2, group_size=2, micro_batch_size=2,
+                    model=str(missing), learner_processes=2)
+    with pytest.raises(EngineError, match="did not start") as err:
+        LearnerGroup(missing, cfg, log_path=tmp_path / "learners.log")
+    assert "no-model" in str(err.value)  # the workers' own error is quoted
+    with pytest.raises(ConfigError, match="learner_processes"):
+        LearnerGroup(missing, cfg.model_copy(update={"learner_processes": 1}))
+
+
+def test_a_run_with_two_learner_processes(tiny_model_dir, tmp_path, request):
+    """`rlwb run`'s loop with learner_processes: 2: vLLM rollouts in the run's process, the
+    update on two torchrun ranks, the weights synced back each step (the learner's importance
+    ratio on each step's fresh samples is 1: the engine sampled with the learner's weights), a
+    checkpoint, and the ranks' log beside it; its first step equals a one-process run's."""
+    from backend.runs import run_foreground
+    from backend.store import Store
+    from core.paths import run_dir
+    from domains import registry
+    from domains.user import library
+    from tests.reliability.test_exact_resume import DOMAIN
+    from trainer.config import parse_config
+
+    def run(store, processes: int):
+        cfg = parse_config({
+            "name": f"dp{processes}", "model": str(tiny_model_dir), "steps": 3, "seed": 5, "domains": [DOMAIN["name"]],
+            "prompts_per_step": 2, "group_size": 4, "micro_batch_size": 2, "max_new_tokens": 8,
+            "learning_rate": 1e-2, "eval_tasks_per_domain": 0, "vllm_compile": False, "vllm_memory_fraction": 0.05,
+            "checkpoint_every": 0, "learner_processes": processes, "output_dir": str(tmp_path / f"out{processes}")})
+        run_id = run_foreground(cfg, store)
+        run = store.get_run(run_id)
+        assert run["status"] == "completed", run["error"]
+        by = {(m["step"], m["name"]): m["value"] for m in store.run_metrics(run_id)}
+        rows = sorted((r["step"], r["group_idx"], r["sample_idx"], r["completion"], r["reward"])
+                      for r in store.trajectories(run_id, limit=1000))
+        return cfg, run_id, by, rows
+
+    with Store(tmp_path / "run.db") as store:
+        library.add_domain(store, DOMAIN, rows=[{"id": f"r{i}", "question": f"Say something about {i}.",
+                                                 "answer": "0"} for i in range(40)])
+        request.addfinalizer(lambda: registry.unregister(DOMAIN["name"]))
+        _, _, one, one_rows = run(store, 1)
+        cfg, run_id, two, two_rows = run(store, 2)
+        ckpts = store.checkpoints(run_id)
+    steps = (1, 2, 3)
+    assert [two[(s, "learner_processes")] for s in steps] == [2.0] * 3
+    learned = [s for s in steps if (s, "grad_norm") in two and two[(s, "grad_norm")] > 0]
+    assert learned, "no step had a group with unequal rewards"
+    for s in learned:  # each rank trained on its share, and the engine sampled with the learner's weights
+        assert two[(s, "learner_sequences_per_process")] < two[(s, "learner_sequences")]
+        assert abs(two[(s, "ratio_mean")] - 1.0) < 1e-3, (s, two[(s, "ratio_mean")])
+    assert [r for r in two_rows if r[0] == 1] == [r for r in one_rows if r[0] == 1]
+    assert two[(1, "loss")] == pytest.approx(one[(1, "loss")], rel=1e-4, abs=1e-7)
+    assert ckpts[-1]["step"] == 3 and (Path(ckpts[-1]["path"]) / "model.safetensors").exists()
+    assert (run_dir(cfg.output_dir, run_id) / "learners.log").stat().st_size > 0
