@@ -241,7 +241,7 @@ def open_learner(model_path: str | Path, cfg: RunConfig, init_from: str | Path |
     ``learner_processes: 1``, else a `LearnerGroup` of that many ranks (`log_path`: their log)."""
     if cfg.learner_processes > 1:
         return LearnerGroup(model_path, cfg, init_from=init_from, steps_done=steps_done, log_path=log_path)
-    from trainer.learner import DeepSpeedLearner
+    from trainer.learner import DeepSpeedLearner  # deepspeed: only a one-process run loads it here
 
     return DeepSpeedLearner(model_path, cfg, init_from=init_from, steps_done=steps_done)
 
@@ -250,7 +250,7 @@ def open_learner(model_path: str | Path, cfg: RunConfig, init_from: str | Path |
 def _serve(args) -> None:
     import torch.distributed as dist
 
-    from trainer.learner import DeepSpeedLearner
+    from trainer.learner import DeepSpeedLearner  # deepspeed: the rank loads it, the run process does not
 
     # the run validated it; validating again here would look up its domains, and a user domain lives
     # in the run's store, not in this process's registry
