@@ -102,7 +102,9 @@ class RunConfig(BaseModel):
                                            "clip_eps, or 0.28 under algorithm: dapo.")
     kl_coef: float = Field(0.02, ge=0.0, description="Weight of the k3 KL penalty to the frozen reference; 0 disables it.")
 
-    zero_stage: int = Field(2, ge=0, le=2, description="DeepSpeed ZeRO stage (0-2; weights are synced from full parameters).")
+    zero_stage: int = Field(2, ge=0, le=3, description="DeepSpeed ZeRO stage: 0 none, 1 optimizer state, 2 also "
+                            "gradients, 3 also the parameters partitioned over the learner processes (gathered "
+                            "a layer at a time for the weight sync and checkpoints).")
     learner_processes: int = Field(
         1, ge=1, le=64, description="Data-parallel learner processes on this machine (torchrun; each trains on its "
                                     "share of a step's groups, DeepSpeed all-reduces the gradients; "

@@ -33,12 +33,20 @@ the base).
 
 Data parallelism: under a launcher (torchrun sets RANK/WORLD_SIZE) each rank trains on its
 share of every step's batch (`LearnerBatch.shard`) and DeepSpeed all-reduces the gradients;
-`trainer.learner_group` runs the ranks for a run. Not covered: ZeRO-3 weight gathering for
-the sync.
+`trainer.learner_group` runs the ranks for a run. Every rank runs as many micro-batches as
+the busiest one: a rank short of them repeats one of its own with zero weight (ZeRO-2 buckets
+gradients in the order the backward makes them, and ZeRO-3's gathers are collective).
+
+With ZeRO-3 (``zero_stage: 3``; Rajbhandari et al., 2020, "ZeRO", arXiv:1910.02054) the
+parameters are partitioned over the ranks too, the frozen KL reference's as well: DeepSpeed
+gathers each layer's for its forward and backward, and the weight sync and checkpoints
+gather one layer at a time (`zero3_weights`), so no rank holds more than one layer beyond
+its partition while they run.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import math
@@ -47,6 +55,7 @@ import shutil
 import socket
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,7 +68,13 @@ from trainer.algorithms.grpo import ALGORITHM_PARTS, LossOutput, policy_loss
 from trainer.checkpoints import OPTIMIZER_DIR, replace_durably
 from trainer.logprobs import (check_packing, first_completion_column, packed_token_logprobs, shared_prefix_error,
                               token_logprobs)
+from trainer.metrics import PeakRSS
 from trainer.types import LearnerBatch, PackedMicroBatch
+
+# DeepSpeed's ZeRO-3 calls these torch.distributed functions on every layer's gather and
+# reduce, and torch 2.13 warns at each call: a run's log would fill with them
+warnings.filterwarnings("ignore", message=r"`torch\.distributed\.(all_gather_into_tensor|reduce_scatter_tensor)` "
+                        "is deprecated", category=FutureWarning)
 
 BATCHINGS = ("shared_prefix", "packed", "padded")
 ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint keeps its adapter here, beside the merged weights
@@ -111,6 +126,60 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
             layer = adapted[name]
             t = t + layer.get_delta_weight(layer.active_adapters[0]).to(t.dtype)
         yield name.replace(".base_layer.", "."), t
+
+
+def zero3_weights(model: torch.nn.Module, lora: bool, copy: bool = False) -> Iterator[tuple[str, torch.Tensor]]:
+    """The weights of a ZeRO-3-partitioned model under HF names (as `named_weights` gives them
+    unpartitioned: tied ones under each name, a LoRA model's merged), gathered one module at a
+    time with ``deepspeed.zero.GatheredParameters``.
+
+    Collective: every rank of the data-parallel group must consume the whole iterator (each
+    module's gather is an all-gather). Without `copy` a yielded tensor is valid until the next
+    one is asked for (a tied weight's stays valid: it is kept for its other names); with it
+    each is the caller's own copy, a tied weight one tensor under all its names. Peak memory beyond the partition: one module's full parameters (for
+    SmolLM2-135M the embedding, 28 M floats = 113 MB) plus the tied weights.
+    """
+    import deepspeed
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model() if lora else model
+    names: dict[int, int] = {}
+    for _, module in base.named_modules():  # parameters held under several names (tied embeddings)
+        for p in module._parameters.values():
+            if p is not None:
+                names[id(p)] = names.get(id(p), 0) + 1
+    kept: dict[int, torch.Tensor] = {}
+    inside: str | None = None  # a LoRA layer's sub-modules are yielded with it
+    for prefix, module in base.named_modules():
+        if inside is not None and prefix.startswith(inside + "."):
+            continue
+        inside = None
+        merged = lora and isinstance(module, LoraLayer) and module.merged is False
+        params = list(module.parameters()) if merged else [p for p in module._parameters.values() if p is not None]
+        if not params and not module._buffers:
+            continue
+        dot = prefix + "." if prefix else ""
+        with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+            if merged:
+                inside = prefix
+                layer = module.base_layer
+                yield dot + "weight", layer.weight.detach() + module.get_delta_weight(module.active_adapters[0]).to(
+                    layer.weight.dtype)
+                if getattr(layer, "bias", None) is not None:
+                    yield dot + "bias", layer.bias.detach().clone()
+                continue
+            for name, p in module._parameters.items():
+                if p is None or (lora and ".lora_" in dot + name):
+                    continue
+                if names[id(p)] > 1:  # tied: one tensor for every name (shared storage, as in state_dict)
+                    if id(p) not in kept:
+                        kept[id(p)] = p.detach().clone()
+                    yield dot + name, kept[id(p)]
+                else:
+                    yield dot + name, p.detach().clone() if copy else p.detach()
+        for name, b in module._buffers.items():
+            if b is not None and name not in module._non_persistent_buffers_set:
+                yield dot + name, b.detach().clone() if copy else b.detach()
 
 
 def _free_port() -> int:
@@ -200,15 +269,12 @@ class DeepSpeedLearner:
             block mask (`trainer.prefix_attention`; ``self.by_parts``).
 
     Raises:
-        ConfigError: for a ZeRO stage the weight sync can't serve (3), an unknown
-            `batching`, or "packed" on a model whose packed logprobs differ from its padded
+        ConfigError: an unknown `batching`, or "packed" on a model whose packed logprobs differ from its padded
             ones (a model or transformers version without packed-sequence attention).
     """
 
     def __init__(self, model_path: str | Path, cfg: RunConfig, init_from: str | Path | None = None,
                  steps_done: int = 0, batching: str = "shared_prefix"):
-        if cfg.zero_stage > 2:
-            raise ConfigError("zero_stage 3 is not supported by in-place weight sync yet; set zero_stage: 2")
         if batching not in BATCHINGS:
             raise ConfigError(f"batching must be one of {BATCHINGS}, got {batching!r}; use batching='packed'")
         import deepspeed
@@ -216,6 +282,7 @@ class DeepSpeedLearner:
         from transformers import AutoModelForCausalLM
 
         self.cfg, self.batching = cfg, batching
+        self.zero3 = cfg.zero_stage == 3
         _ensure_single_process_env()
         # An in-process vLLM engine creates and, on close, destroys the torch.distributed
         # world; drop DeepSpeed's cached groups so a later learner doesn't use dead ones.
@@ -283,12 +350,19 @@ class DeepSpeedLearner:
         import torch.distributed as dist
 
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        if self.ref_model is not None:  # DeepSpeed moved the policy to its accelerator; the reference follows
+        self._rss = PeakRSS()
+        if self.ref_model is not None and self.zero3:  # partitioned like the policy (as OpenRLHF's and verl's)
+            ref_config = {key: ds_config[key] for key in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                                          "gradient_accumulation_steps", "zero_optimization",
+                                                          "bf16", "steps_per_print")}
+            self.ref_model = deepspeed.initialize(model=self.ref_model, config=ref_config)[0]
+            self.ref_model.eval()
+        elif self.ref_model is not None:  # DeepSpeed moved the policy to its accelerator; the reference follows
             self.ref_model.to(self.device)
         self.steps_done = int(steps_done)
         self.optimizer_restored = False
         saved = Path(init_from) / OPTIMIZER_DIR if init_from is not None else None
-        shards = len(list((saved / OPTIMIZER_TAG).glob("zero_pp_rank_*optim_states.pt"))) if saved is not None else 0
+        shards = len(list((saved / OPTIMIZER_TAG).glob("*zero_pp_rank_*optim_states.pt"))) if saved is not None else 0
         if shards and shards != self.world:  # DeepSpeed can't re-partition ZeRO's optimizer state
             print(f"[resume] {saved} holds the optimizer state of {shards} learner processes and this run has "
                   f"{self.world}: AdamW's moments start from zero (resume with learner_processes: {shards} to "
@@ -333,7 +407,9 @@ class DeepSpeedLearner:
             counts once), learner_padding_share (share of the positions computed that were
             padding, 0 .. 1), learner_micro_batches, learner_processes (data-parallel
             ranks), learner_sequences_per_process (this rank's share of the sequences),
-            learner_seconds, learner_tokens_per_s.
+            learner_seconds, learner_tokens_per_s; with several ranks also
+            memory/learner_rank_peak_gb (the largest rank's peak RSS in the step, GiB) and
+            memory/learner_ranks_peak_gb (the ranks' peaks added up).
 
         Raises:
             ValueError: if the batch is empty or holds more than N sequences.
@@ -342,6 +418,8 @@ class DeepSpeedLearner:
         if not 0 < rows <= n:
             raise ValueError(f"learner expects 1 to {n} sequences per step, got {rows}")
         t0 = time.perf_counter()
+        if self.world > 1:  # each rank's own peak (the run's process measures only itself)
+            self._rss.reset()
         self.engine.train()
         total_tokens = float(batch.completion_mask.sum().item()) or 1.0
         total_sequences = float((batch.completion_mask.sum(dim=1) > 0).sum().item()) or 1.0  # GSPO's mean
@@ -351,7 +429,7 @@ class DeepSpeedLearner:
         slots = sum(m.input_ids.numel() for m in micros)  # positions the forward passes compute
         computed = (sum(m.num_tokens for m in micros) if self.batching != "padded" else own.num_tokens) if own else 0
         # every rank runs as many micro-batches as the busiest one (ZeRO-2 reduces gradients on each backward):
-        # a rank with fewer runs zero-loss passes. DeepSpeed averages the ranks' gradients, and the loss is
+        # a rank with fewer runs passes weighted zero. DeepSpeed averages the ranks' gradients, and the loss is
         # already normalised over the whole step's tokens, so each rank's loss is scaled by the world size.
         count = int(self._all_reduce([len(micros)], "max")[0])
         for i in range(count):
@@ -367,13 +445,21 @@ class DeepSpeedLearner:
                 sums["ratio"] += out.ratio_sum
                 sums["entropy"] += entropy_sum
             else:
-                loss = sum((p * 0.0).sum() for p in self.module.parameters() if p.requires_grad)
+                # a real pass weighted zero: ZeRO-3's gathers are collective, and ZeRO-2 buckets gradients in
+                # the order the backward produces them, which must be the same on every rank (a sum of
+                # parameters x 0 produced them in another order and mixed up the reduced gradients)
+                filler, filler_pass = (micros[0], pass_one) if micros else self._filler(full)
+                loss = filler_pass(filler, total_tokens, total_sequences)[0].loss * 0.0
             self.engine.backward(loss * self.world if self.world > 1 else loss, scale_wrt_gas=False)
             self.engine.step()
+        memory = {}
         if self.world > 1:  # the step's sums over every rank's sequences
             keys = list(sums)
-            totals = self._all_reduce([sums[k] for k in keys] + [slots, computed], "sum")
-            sums, slots, computed = dict(zip(keys, totals[:-2])), totals[-2], totals[-1]
+            peak = self._rss.read_gb()
+            totals = self._all_reduce([sums[k] for k in keys] + [slots, computed, peak], "sum")
+            sums, slots, computed = dict(zip(keys, totals[:-3])), totals[-3], totals[-2]
+            memory = {"memory/learner_rank_peak_gb": self._all_reduce([peak], "max")[0],
+                      "memory/learner_ranks_peak_gb": totals[-1]}
         self.steps_done += 1
         seconds = time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
@@ -395,6 +481,7 @@ class DeepSpeedLearner:
             "learner_sequences_per_process": float(own.input_ids.shape[0] if own is not None else 0),
             "learner_seconds": seconds,
             "learner_tokens_per_s": batch.num_tokens / seconds if seconds > 0 else 0.0,
+            **memory,
         }
 
     def _micro_batches(self, batch: LearnerBatch | None) -> tuple[list, object]:
@@ -406,6 +493,12 @@ class DeepSpeedLearner:
         if self.batching == "packed":
             return batch.packed_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
         return batch.micro_batches(self.cfg.micro_batch_size), self._padded_micro_step
+
+    def _filler(self, batch: LearnerBatch) -> tuple[object, object]:
+        """A micro-batch for a rank that holds none of `batch` (fewer groups than ranks) to run
+        with zero weight, and its pass: the first of rank 0's share."""
+        micros, pass_one = self._micro_batches(batch.shard(0, self.world))
+        return micros[0], pass_one
 
     def _all_reduce(self, values: list[float], op: str) -> list[float]:
         """`values` summed ("sum") or maxed ("max") over the data-parallel ranks (float64)."""
@@ -488,12 +581,16 @@ class DeepSpeedLearner:
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The policy's current weights under HF names, for in-place sync into a rollout
-        engine (ZeRO 0-2 keep full parameters on every rank).
+        engine (ZeRO 0-2 keep full parameters on every rank; under ZeRO-3 they are gathered a
+        module at a time, `zero3_weights`, and every rank must consume the iterator).
 
         This is the full state dict, tied tensors included: vLLM's in-place reload leaves a
         tied ``lm_head`` stale unless ``lm_head.weight`` is sent too (measured: logprob
         error 0.36 nats without it, 1e-6 with it).
         """
+        if self.zero3:
+            yield from zero3_weights(self.module, self.lora)
+            return
         if self.lora:
             yield from merged_weights(self.module)
             return
@@ -537,15 +634,24 @@ class DeepSpeedLearner:
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         lead = self.rank == 0  # in a data-parallel job rank 0 writes the weights and renames; all write DeepSpeed's
+        gathered = adapter = None  # ZeRO-3: the full weights and LoRA adapters, gathered
+        if self.zero3:  # every rank takes part in the gathers; rank 0 keeps the full weights
+            weights = zero3_weights(self.module, self.lora, copy=lead)
+            if lead:
+                gathered = dict(weights)
+            else:
+                collections.deque(weights, maxlen=0)
+            adapter = self._zero3_adapter(lead) if self.lora else None
         if lead:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             if self.lora:  # the merged HF weights (rollouts, evaluation) and the adapter (resume)
                 base = self.module.get_base_model()
-                base.save_pretrained(tmp, state_dict=dict(merged_weights(self.module)), safe_serialization=True)
-                self.module.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
+                base.save_pretrained(tmp, state_dict=gathered or dict(merged_weights(self.module)),
+                                     safe_serialization=True)
+                self.module.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True, state_dict=adapter)
             else:
-                self.module.save_pretrained(tmp, safe_serialization=True)
+                self.module.save_pretrained(tmp, safe_serialization=True, state_dict=gathered)
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
         self._barrier()
@@ -563,6 +669,15 @@ class DeepSpeedLearner:
             replace_durably(tmp, path)  # fsync the files and the directory, rename, fsync the parent
         self._barrier()
         return path
+
+    def _zero3_adapter(self, lead: bool) -> dict[str, torch.Tensor] | None:
+        """The LoRA adapters' weights gathered from their ZeRO-3 partitions (collective), under
+        the peft model's state-dict names; on rank 0, else None."""
+        import deepspeed
+
+        named = [(k, p) for k, p in self.module.named_parameters() if ".lora_" in k]
+        with deepspeed.zero.GatheredParameters([p for _, p in named], modifier_rank=None):
+            return {k: p.detach().clone() for k, p in named} if lead else None
 
     def _barrier(self) -> None:
         if self.world > 1:
