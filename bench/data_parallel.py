@@ -3,6 +3,7 @@
     python bench/data_parallel.py            # SmolLM2-135M, quickstart batches (64 sequences), 2 timed steps
     python bench/data_parallel.py --quick    # the tiny random model, 16 sequences, 1 timed step: under a minute
     python bench/data_parallel.py --processes 4 --steps 3
+    python bench/data_parallel.py --random-model 960:32:2560 --prompts 2 --group 4   # a random 362M model
 
 Measures, in one run and on the same batches (one untimed warm-up step each, then `--steps`
 timed ones):
@@ -53,12 +54,39 @@ def timed(learner, batches) -> tuple[list[dict], list[float]]:
     return metrics, seconds
 
 
+def random_model(base: Path, sizes: str, out: Path) -> Path:
+    """A randomly initialised (seed 0) model of `base`'s family and tokenizer with the hidden
+    size, layer count and MLP size in `sizes` ("960:32:2560"; heads: hidden / 64), saved to `out`."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    hidden, layers, intermediate = (int(x) for x in sizes.split(":"))
+    config = AutoConfig.from_pretrained(base)
+    heads = max(1, hidden // 64)
+    config.update({"hidden_size": hidden, "num_hidden_layers": layers, "intermediate_size": intermediate,
+                   "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 3) if heads % 3 == 0 else heads,
+                   "head_dim": hidden // heads})
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(out)
+    for f in Path(base).iterdir():  # tokenizer and chat template
+        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            shutil.copy(f, out / f.name)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/quickstart.yaml", help="run config YAML (not with --quick)")
     ap.add_argument("--steps", type=int, default=2, help="timed steps per learner (after one warm-up step)")
     ap.add_argument("--processes", type=int, default=2, help="learner ranks of the data-parallel runs (>= 2)")
     ap.add_argument("--quick", action="store_true", help="the tiny random model, 1 timed step: under a minute")
+    ap.add_argument("--random-model", metavar="HIDDEN:LAYERS:INTERMEDIATE",
+                    help="a randomly initialised model of the config's model family with these sizes (what ZeRO-3 "
+                         "saves grows with the parameters; no larger model ships offline)")
+    ap.add_argument("--prompts", type=int, help="prompts per step (default: the config's)")
+    ap.add_argument("--group", type=int, help="completions per prompt (default: the config's)")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.processes < 2:
         ap.error("--steps must be at least 1 and --processes at least 2")
@@ -84,8 +112,11 @@ def run(args, tmp: Path) -> None:
     else:
         cfg = load_config(args.config)
         model_path = resolve_model(cfg.model)
+        if args.random_model:
+            model_path = random_model(model_path, args.random_model, tmp / "random")
     # full fine-tuning: ZeRO partitions the weights, LoRA's adapters are too small to matter
-    cfg = cfg.model_copy(update={"lora_rank": 0, "zero_stage": 2})
+    cfg = cfg.model_copy(update={"lora_rank": 0, "zero_stage": 2, "prompts_per_step": args.prompts or cfg.prompts_per_step,
+                                 "group_size": args.group or cfg.group_size})
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     batches = [LearnerBatch(**b) for b in build_batches(cfg, tokenizer, args.steps + 1)]
     print(cpu_features())
