@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from bench.learner_mfu import QUICK_CONFIG, build_batches, cpu_features, load_average  # noqa: E402
+from bench.learner_mfu import bench_model, build_batches, cpu_features, load_average  # noqa: E402
 
 
 def timed(learner, batches) -> tuple[list[dict], list[float]]:
@@ -97,23 +97,14 @@ def main(argv: list[str] | None = None) -> None:
 def run(args, tmp: Path) -> None:
     from transformers import AutoTokenizer
 
-    from trainer.config import load_config, parse_config
     from trainer.learner import DeepSpeedLearner
     from trainer.learner_group import LearnerGroup
     from trainer.metrics import PeakRSS
-    from trainer.models import resolve_model
     from trainer.types import LearnerBatch
 
-    if args.quick:
-        from trainer.tiny import build_tiny_model
-
-        model_path, args.steps = build_tiny_model(tmp / "tiny"), 1
-        cfg = parse_config({**QUICK_CONFIG, "model": str(model_path)})
-    else:
-        cfg = load_config(args.config)
-        model_path = resolve_model(cfg.model)
-        if args.random_model:
-            model_path = random_model(model_path, args.random_model, tmp / "random")
+    cfg, model_path = bench_model(args, tmp)
+    if args.random_model and not args.quick:
+        model_path = random_model(model_path, args.random_model, tmp / "random")
     # full fine-tuning: ZeRO partitions the weights, LoRA's adapters are too small to matter
     cfg = cfg.model_copy(update={"lora_rank": 0, "zero_stage": 2, "prompts_per_step": args.prompts or cfg.prompts_per_step,
                                  "group_size": args.group or cfg.group_size})

@@ -277,6 +277,22 @@ def main(argv: list[str] | None = None) -> None:
         run(args, device, Path(tmp))
 
 
+def bench_model(args, tmp: Path):
+    """(run config, model directory) of a bench: with ``args.quick`` the tiny random model
+    built into `tmp` and `QUICK_CONFIG` (``args.steps`` set to 1), else ``args.config`` and
+    its model."""
+    from trainer.config import load_config, parse_config
+    from trainer.models import resolve_model
+
+    if args.quick:
+        from trainer.tiny import build_tiny_model
+
+        model_path, args.steps = build_tiny_model(tmp / "tiny"), 1
+        return parse_config({**QUICK_CONFIG, "model": str(model_path)}), model_path
+    cfg = load_config(args.config)
+    return cfg, resolve_model(cfg.model)
+
+
 def run(args, device: str, tmp: Path) -> None:
     """Build the batches, measure the peak, step both batchings, print the figures."""
     if device == "cpu":
@@ -284,19 +300,10 @@ def run(args, device: str, tmp: Path) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from trainer.config import load_config, parse_config
-    from trainer.models import resolve_model
     from trainer.learner import DeepSpeedLearner
     from trainer.types import LearnerBatch
 
-    if args.quick:
-        from trainer.tiny import build_tiny_model
-
-        model_path, args.steps = build_tiny_model(tmp / "tiny"), 1
-        cfg = parse_config({**QUICK_CONFIG, "model": str(model_path)})
-    else:
-        cfg = load_config(args.config)
-        model_path = resolve_model(cfg.model)
+    cfg, model_path = bench_model(args, tmp)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     batches = [LearnerBatch(**b) for b in build_batches(cfg, tokenizer, args.steps + 1)]
     lengths = torch.cat([b.attention_mask.sum(1) for b in batches])
