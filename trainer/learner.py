@@ -84,6 +84,7 @@ ZERO3_BUCKETS = {"reduce_bucket_size": 2e7, "stage3_prefetch_bucket_size": 2e7, 
                  "stage3_max_reuse_distance": 3e7}
 ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint keeps its adapter here, beside the merged weights
 OPTIMIZER_TAG = "state"
+LAYOUT_FILE = "layout.json"  # beside DeepSpeed's state in optimizer/: the ZeRO stage and processes that wrote it
 
 
 def _with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path | None) -> torch.nn.Module:
@@ -141,7 +142,8 @@ def zero3_weights(model: torch.nn.Module, lora: bool, copy: bool = False) -> Ite
     Collective: every rank of the data-parallel group must consume the whole iterator (each
     module's gather is an all-gather). Without `copy` a yielded tensor is valid until the next
     one is asked for (a tied weight's stays valid: it is kept for its other names); with it
-    each is the caller's own copy, a tied weight one tensor under all its names. Peak memory beyond the partition: one module's full parameters (for
+    each is the caller's own copy in host memory, a tied weight one tensor under all its
+    names. Peak accelerator memory beyond the partition: one module's full parameters (for
     SmolLM2-135M the embedding, 28 M floats = 113 MB) plus the tied weights.
     """
     import deepspeed
@@ -154,6 +156,10 @@ def zero3_weights(model: torch.nn.Module, lora: bool, copy: bool = False) -> Ite
             if p is not None:
                 names[id(p)] = names.get(id(p), 0) + 1
     kept: dict[int, torch.Tensor] = {}
+
+    def own(t: torch.Tensor) -> torch.Tensor:  # the caller's copy in host memory (a GPU holds one layer at a time)
+        return t.detach().to("cpu", copy=True)
+
     inside: str | None = None  # a LoRA layer's sub-modules are yielded with it
     for prefix, module in base.named_modules():
         if inside is not None and prefix.startswith(inside + "."):
@@ -168,23 +174,23 @@ def zero3_weights(model: torch.nn.Module, lora: bool, copy: bool = False) -> Ite
             if merged:
                 inside = prefix
                 layer = module.base_layer
-                yield dot + "weight", layer.weight.detach() + module.get_delta_weight(module.active_adapters[0]).to(
-                    layer.weight.dtype)
+                weight = layer.weight.detach() + module.get_delta_weight(module.active_adapters[0]).to(layer.weight.dtype)
+                yield dot + "weight", weight.to("cpu") if copy else weight
                 if getattr(layer, "bias", None) is not None:
-                    yield dot + "bias", layer.bias.detach().clone()
+                    yield dot + "bias", own(layer.bias)
                 continue
             for name, p in module._parameters.items():
                 if p is None or (lora and ".lora_" in dot + name):
                     continue
                 if names[id(p)] > 1:  # tied: one tensor for every name (shared storage, as in state_dict)
                     if id(p) not in kept:
-                        kept[id(p)] = p.detach().clone()
+                        kept[id(p)] = own(p) if copy else p.detach().clone()
                     yield dot + name, kept[id(p)]
                 else:
-                    yield dot + name, p.detach().clone() if copy else p.detach()
+                    yield dot + name, own(p) if copy else p.detach()
         for name, b in module._buffers.items():
             if b is not None and name not in module._non_persistent_buffers_set:
-                yield dot + name, b.detach().clone() if copy else b.detach()
+                yield dot + name, own(b) if copy else b.detach()
 
 
 def _free_port() -> int:
@@ -288,6 +294,10 @@ class DeepSpeedLearner:
 
         self.cfg, self.batching = cfg, batching
         self.zero3 = cfg.zero_stage == 3
+        # ZeRO-3 gathers the LM head's weight at each call of it, a collective: every rank must call it as
+        # often as the others, whatever its share of the scored tokens, so the head sees them in one slice
+        # (peak logits memory: a micro-batch's scored tokens x the vocabulary, not LOGIT_CHUNK_TOKENS x it)
+        self.logit_chunk = sys.maxsize if self.zero3 else None
         _ensure_single_process_env()
         # An in-process vLLM engine creates and, on close, destroys the torch.distributed
         # world; drop DeepSpeed's cached groups so a later learner doesn't use dead ones.
@@ -368,10 +378,16 @@ class DeepSpeedLearner:
         self.optimizer_restored = False
         saved = Path(init_from) / OPTIMIZER_DIR if init_from is not None else None
         shards = len(list((saved / OPTIMIZER_TAG).glob("*zero_pp_rank_*optim_states.pt"))) if saved is not None else 0
+        layout = saved / LAYOUT_FILE if saved is not None else None
+        stage = json.loads(layout.read_text())["zero_stage"] if layout is not None and layout.exists() else None
         if shards and shards != self.world:  # DeepSpeed can't re-partition ZeRO's optimizer state
             print(f"[resume] {saved} holds the optimizer state of {shards} learner processes and this run has "
                   f"{self.world}: AdamW's moments start from zero (resume with learner_processes: {shards} to "
                   "continue exactly)", file=sys.stderr, flush=True)
+        elif stage is not None and stage != cfg.zero_stage:  # nor read one stage's layout into another
+            print(f"[resume] {saved} holds ZeRO-{stage} optimizer state and this run uses ZeRO-{cfg.zero_stage}: "
+                  f"AdamW's moments start from zero (resume with zero_stage: {stage} to continue exactly)",
+                  file=sys.stderr, flush=True)
         elif saved is not None and (saved / OPTIMIZER_TAG).is_dir():
             # DeepSpeed's own checkpoint: the fp32 master weights, AdamW's moments and step, the scheduler
             loaded, _ = self.engine.load_checkpoint(str(saved), tag=OPTIMIZER_TAG, load_module_strict=not self.lora,
@@ -511,7 +527,7 @@ class DeepSpeedLearner:
             return [float(v) for v in values]
         import torch.distributed as dist
 
-        t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)  # NCCL: on the GPU
         dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
         return t.tolist()
 
@@ -551,8 +567,9 @@ class DeepSpeedLearner:
         ref_lp = None
         if self.has_reference:
             with self._reference() as ref:
-                ref_lp, _ = token_logprobs(ref, ids, att, first_scored=first, temperature=temp)
-        logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first, temperature=temp)
+                ref_lp, _ = token_logprobs(ref, ids, att, first_scored=first, temperature=temp, chunk=self.logit_chunk)
+        logp, ent = token_logprobs(self.engine, ids, att, with_entropy=True, first_scored=first, temperature=temp,
+                                   chunk=self.logit_chunk)
         rows = torch.arange(ids.shape[0], device=self.device).unsqueeze(1).expand_as(mask)  # a row is a sequence
         out = self._loss(logp, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), mask, ref_lp,
                          rows, total_tokens, total_sequences)
@@ -575,11 +592,12 @@ class DeepSpeedLearner:
         if self.has_reference:
             with self._reference() as ref:
                 ref_lp, _ = packed_token_logprobs(ref, ref.get_output_embeddings(), ids, pos, index, targets,
-                                                  temperature=temp, attention_mask=allow, segments=micro.segments)
+                                                  temperature=temp, attention_mask=allow, segments=micro.segments,
+                                                  chunk=self.logit_chunk)
                 ref_lp = ref_lp.unsqueeze(1)
         logp, ent = packed_token_logprobs(self.engine, self.module.get_output_embeddings(), ids, pos, index,
                                           targets, with_entropy=True, temperature=temp, attention_mask=allow,
-                                          segments=micro.segments)
+                                          segments=micro.segments, chunk=self.logit_chunk)
         out = self._loss(logp.unsqueeze(1), micro.old_logprobs.to(dev).unsqueeze(1), micro.advantages.to(dev), mask,
                          ref_lp, micro.sequence_index.to(dev).unsqueeze(1), total_tokens, total_sequences)
         return out, float((ent.unsqueeze(1) * mask).sum())
@@ -663,6 +681,9 @@ class DeepSpeedLearner:
         if with_optimizer:  # LoRA: the frozen base is the model's own files, only the adapters' states go in
             self.engine.save_checkpoint(str(tmp / OPTIMIZER_DIR), tag=OPTIMIZER_TAG, save_latest=False,
                                         exclude_frozen_parameters=self.lora)
+            if lead:
+                (tmp / OPTIMIZER_DIR / LAYOUT_FILE).write_text(json.dumps({"zero_stage": self.cfg.zero_stage,
+                                                                           "learner_processes": self.world}))
         self._barrier()
         if lead:
             for name, data in (extra or {}).items():
@@ -682,7 +703,7 @@ class DeepSpeedLearner:
 
         named = [(k, p) for k, p in self.module.named_parameters() if ".lora_" in k]
         with deepspeed.zero.GatheredParameters([p for _, p in named], modifier_rank=None):
-            return {k: p.detach().clone() for k, p in named} if lead else None
+            return {k: p.detach().to("cpu", copy=True) for k, p in named} if lead else None
 
     def _barrier(self) -> None:
         if self.world > 1:
@@ -697,5 +718,13 @@ class DeepSpeedLearner:
         DeepSpeed caches its groups, and a second learner in the same process (tests, eval
         after training) must find them alive.
         """
+        import torch.distributed as dist
+
+        # ZeRO-3's hooks and partitions, the reference engine's too (DeepSpeed's destroy needs the
+        # torch.distributed world, which a closed in-process vLLM engine may already have ended)
+        if self.zero3 and dist.is_initialized():
+            for engine in (self.engine, self.ref_model):
+                if engine is not None:
+                    engine.destroy()
         self.engine = None
         self.ref_model = None

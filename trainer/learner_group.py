@@ -306,10 +306,11 @@ def _serve(args) -> None:
             else:
                 raise ValueError(f"unknown learner call {method!r}")
         except Exception:
-            if rank == 0:
+            if rank == 0:  # the driver gets the traceback before the connection closes
                 _send(conn, ("error", traceback.format_exc()))
-                continue
-            raise  # torchrun stops the group; the driver sees rank 0's connection close
+            # then this rank ends and torchrun stops the group: the other ranks may be waiting inside a
+            # collective (a gather, a barrier) that this one will never join, so the group can't go on
+            raise
         if rank == 0:
             _send(conn, ("ok", result))
         if method == "close":

@@ -27,8 +27,8 @@ LOGIT_CHUNK_TOKENS = 512
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   with_entropy: bool = False, first_scored: int = 1,
-                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   with_entropy: bool = False, first_scored: int = 1, temperature: float = 1.0,
+                   chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of each token given its prefix, log_softmax(logits / temperature).
 
     Only positions >= `first_scored` are scored: the LM head sees those hidden states alone,
@@ -43,6 +43,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
         with_entropy: also return the per-position entropy of the predictive distribution.
         first_scored: first column to score, >= 1 (e.g. the shortest prompt's length).
         temperature: sampling temperature T > 0 the logits are divided by (1: raw).
+        chunk: scored tokens per slice of the LM head (None: `LOGIT_CHUNK_TOKENS`).
 
     Returns:
         (N, T) logprobs where column t scores input_ids[:, t] (columns before `first_scored`
@@ -56,7 +57,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     with _HiddenAtScored(head, index):
         hidden = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
     taken, ent = scored_logprobs(head, hidden, input_ids[:, first_scored:].reshape(-1), temperature, with_entropy,
-                                 softcap=_softcap(model))
+                                 softcap=_softcap(model), chunk=chunk)
     out = F.pad(taken.view(n, -1), (first_scored, 0))
     return out, None if ent is None else F.pad(ent.view(n, -1), (first_scored, 0))
 
@@ -163,8 +164,8 @@ def model_attention_mask(model: torch.nn.Module, allow: torch.Tensor) -> torch.T
 def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_ids: torch.Tensor,
                           position_ids: torch.Tensor, logit_index: torch.Tensor, targets: torch.Tensor,
                           with_entropy: bool = False, temperature: float = 1.0,
-                          attention_mask: torch.Tensor | None = None,
-                          segments: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                          attention_mask: torch.Tensor | None = None, segments: tuple | None = None,
+                          chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the scored tokens of packed sequences (`PackedMicroBatch`),
     log_softmax(logits / temperature), projected `LOGIT_CHUNK_TOKENS` at a time
     (`scored_logprobs`).
@@ -190,6 +191,7 @@ def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_i
         segments: None, or the same layout as groups (`PackedMicroBatch.segments`): a model
             switched to `trainer.prefix_attention.ATTENTION` then attends by the parts of
             each group instead of under the dense mask (the same result, less computed).
+        chunk: scored tokens per slice of the LM head (None: `LOGIT_CHUNK_TOKENS`).
 
     Returns:
         (K,) logprobs and (K,) entropies (or None).
@@ -200,7 +202,7 @@ def packed_token_logprobs(model: torch.nn.Module, head: torch.nn.Module, input_i
     with _HiddenAtScored(head, logit_index):
         hidden = model(input_ids=input_ids, position_ids=position_ids, use_cache=False, **kw).logits
     assert hidden.shape[0] == logit_index.shape[0], "the LM head was not shown the scored positions alone"
-    return scored_logprobs(head, hidden, targets, temperature, with_entropy, softcap=_softcap(model))
+    return scored_logprobs(head, hidden, targets, temperature, with_entropy, softcap=_softcap(model), chunk=chunk)
 
 
 def first_completion_column(mask: torch.Tensor) -> int:
