@@ -70,6 +70,7 @@ from trainer.logprobs import (check_packing, first_completion_column, packed_tok
                               token_logprobs)
 from trainer.metrics import PeakRSS
 from trainer.types import LearnerBatch, PackedMicroBatch
+from trainer.weights import merged_weights, zero3_weights
 
 # DeepSpeed's ZeRO-3 calls these torch.distributed functions on every layer's gather and
 # reduce, and torch 2.13 warns at each call: a run's log would fill with them
@@ -109,88 +110,6 @@ def _with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path 
     except ValueError as e:  # peft: "Target modules ... not found in the base model"
         raise ConfigError(f"lora_target_modules {list(cfg.lora_target_modules)}: {e}; name linear layers of the "
                           "model, e.g. q_proj, v_proj") from None
-
-
-def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """The weights of a peft LoRA model as the plain HF model would name and hold them: each
-    adapted layer's W + its delta (alpha / r x B A), the adapters themselves left out.
-    Nothing in `model` changes. Lazy: a merged weight is made when it is consumed, so the
-    extra memory is one weight's (bytes), not the model's, for a consumer that doesn't keep
-    them (`VLLMEngine.update_weights`)."""
-    from peft.tuners.lora import LoraLayer
-
-    base = model.get_base_model()
-    # the layers, not their deltas: a delta is made when its weight is yielded, so at most
-    # one merged weight (and its delta) exists beside the model at a time
-    adapted = {f"{name}.base_layer.weight": module
-               for name, module in base.named_modules() if isinstance(module, LoraLayer) and module.merged is False}
-    for name, t in base.state_dict().items():
-        if ".lora_" in name:
-            continue
-        t = t.detach()
-        if name in adapted:
-            layer = adapted[name]
-            t = t + layer.get_delta_weight(layer.active_adapters[0]).to(t.dtype)
-        yield name.replace(".base_layer.", "."), t
-
-
-def zero3_weights(model: torch.nn.Module, lora: bool, copy: bool = False) -> Iterator[tuple[str, torch.Tensor]]:
-    """The weights of a ZeRO-3-partitioned model under HF names (as `named_weights` gives them
-    unpartitioned: tied ones under each name, a LoRA model's merged), gathered one module at a
-    time with ``deepspeed.zero.GatheredParameters``.
-
-    Collective: every rank of the data-parallel group must consume the whole iterator (each
-    module's gather is an all-gather). Without `copy` a yielded tensor is valid until the next
-    one is asked for (a tied weight's stays valid: it is kept for its other names); with it
-    each is the caller's own copy in host memory, a tied weight one tensor under all its
-    names. Peak accelerator memory beyond the partition: one module's full parameters (for
-    SmolLM2-135M the embedding, 28 M floats = 113 MB) plus the tied weights.
-    """
-    import deepspeed
-    from peft.tuners.lora import LoraLayer
-
-    base = model.get_base_model() if lora else model
-    names: dict[int, int] = {}
-    for _, module in base.named_modules():  # parameters held under several names (tied embeddings)
-        for p in module._parameters.values():
-            if p is not None:
-                names[id(p)] = names.get(id(p), 0) + 1
-    kept: dict[int, torch.Tensor] = {}
-
-    def own(t: torch.Tensor) -> torch.Tensor:  # the caller's copy in host memory (a GPU holds one layer at a time)
-        return t.detach().to("cpu", copy=True)
-
-    inside: str | None = None  # a LoRA layer's sub-modules are yielded with it
-    for prefix, module in base.named_modules():
-        if inside is not None and prefix.startswith(inside + "."):
-            continue
-        inside = None
-        merged = lora and isinstance(module, LoraLayer) and module.merged is False
-        params = list(module.parameters()) if merged else [p for p in module._parameters.values() if p is not None]
-        if not params and not module._buffers:
-            continue
-        dot = prefix + "." if prefix else ""
-        with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
-            if merged:
-                inside = prefix
-                layer = module.base_layer
-                weight = layer.weight.detach() + module.get_delta_weight(module.active_adapters[0]).to(layer.weight.dtype)
-                yield dot + "weight", weight.to("cpu") if copy else weight
-                if getattr(layer, "bias", None) is not None:
-                    yield dot + "bias", own(layer.bias)
-                continue
-            for name, p in module._parameters.items():
-                if p is None or (lora and ".lora_" in dot + name):
-                    continue
-                if names[id(p)] > 1:  # tied: one tensor for every name (shared storage, as in state_dict)
-                    if id(p) not in kept:
-                        kept[id(p)] = own(p) if copy else p.detach().clone()
-                    yield dot + name, kept[id(p)]
-                else:
-                    yield dot + name, own(p) if copy else p.detach()
-        for name, b in module._buffers.items():
-            if b is not None and name not in module._non_persistent_buffers_set:
-                yield dot + name, own(b) if copy else b.detach()
 
 
 def _free_port() -> int:
@@ -347,7 +266,7 @@ class DeepSpeedLearner:
             "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
             "gradient_accumulation_steps": accumulation,
             "gradient_clipping": cfg.max_grad_norm,
-            "zero_optimization": {"stage": cfg.zero_stage, **(ZERO3_BUCKETS if cfg.zero_stage == 3 else {})},
+            "zero_optimization": {"stage": cfg.zero_stage, **(ZERO3_BUCKETS if self.zero3 else {})},
             "zero_allow_untested_optimizer": True,
             "bf16": {"enabled": cfg.dtype == "bfloat16"},
             "steps_per_print": 10**9,
@@ -657,13 +576,9 @@ class DeepSpeedLearner:
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         lead = self.rank == 0  # in a data-parallel job rank 0 writes the weights and renames; all write DeepSpeed's
-        gathered = adapter = None  # ZeRO-3: the full weights and LoRA adapters, gathered
-        if self.zero3:  # every rank takes part in the gathers; rank 0 keeps the full weights
-            weights = zero3_weights(self.module, self.lora, copy=lead)
-            if lead:
-                gathered = dict(weights)
-            else:
-                collections.deque(weights, maxlen=0)
+        gathered = adapter = None  # ZeRO-3: the full weights and LoRA adapters, gathered by every rank
+        if self.zero3:
+            gathered = self.full_weights()
             adapter = self._zero3_adapter(lead) if self.lora else None
         if lead:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -695,6 +610,20 @@ class DeepSpeedLearner:
             replace_durably(tmp, path)  # fsync the files and the directory, rename, fsync the parent
         self._barrier()
         return path
+
+    def full_weights(self) -> dict[str, torch.Tensor] | None:
+        """The policy's weights under HF names, whole, for writing them out: on rank 0 a dict
+        (tied weights one tensor under each name), None on the other ranks. Under ZeRO-3 they
+        are host copies gathered a module at a time and every rank must call this (collective);
+        under ZeRO 0-2 they are `named_weights`."""
+        lead = self.rank == 0
+        if not self.zero3:
+            return dict(self.named_weights()) if lead else None
+        weights = zero3_weights(self.module, self.lora, copy=lead)
+        if lead:
+            return dict(weights)
+        collections.deque(weights, maxlen=0)  # take part in each module's gather
+        return None
 
     def _zero3_adapter(self, lead: bool) -> dict[str, torch.Tensor] | None:
         """The LoRA adapters' weights gathered from their ZeRO-3 partitions (collective), under

@@ -21,13 +21,12 @@ torch.distributed world (size 1) and tears it down on close; one process can't h
 is the same for both. Not covered: several nodes (the run listens for rank 0 on 127.0.0.1;
 the worker itself would run under ``torchrun --nnodes M --rdzv-endpoint HOST:PORT`` with the
 checkpoints on a shared file system). Under ZeRO-3 every rank takes part in gathering the
-weights a layer at a time for the sync and for checkpoints (`trainer.learner.zero3_weights`).
+weights a layer at a time for the sync and for checkpoints (`trainer.weights.zero3_weights`).
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import pickle
@@ -252,7 +251,7 @@ def open_learner(model_path: str | Path, cfg: RunConfig, init_from: str | Path |
 def _serve(args) -> None:
     import torch.distributed as dist
 
-    from trainer.learner import DeepSpeedLearner, zero3_weights  # deepspeed: the rank loads it, the run process does not
+    from trainer.learner import DeepSpeedLearner  # deepspeed: the rank loads it, the run process does not
 
     # the run validated it; validating again here would look up its domains, and a user domain lives
     # in the run's store, not in this process's registry
@@ -277,15 +276,14 @@ def _serve(args) -> None:
                 result = learner.step(call[0])
             elif method == "weights":
                 result = None
-                if rank == 0:  # ZeRO 0-2: every rank holds the full weights; rank 0 writes them
+                weights = learner.full_weights()  # under ZeRO-3 every rank takes part in the gathers
+                if rank == 0:  # rank 0 writes them
                     from safetensors.torch import save_file
 
                     fd, name = tempfile.mkstemp(prefix="rlwb-weights-", suffix=".safetensors", dir=call[0])
                     os.close(fd)
                     tensors, aliases, seen = {}, {}, {}
-                    weights = zero3_weights(learner.module, learner.lora, copy=True) if learner.zero3 else \
-                        learner.named_weights()
-                    for k, v in weights:  # tied weights (lm_head = embeddings) written once
+                    for k, v in weights.items():  # tied weights (lm_head = embeddings) written once
                         key = (v.data_ptr(), tuple(v.shape), v.dtype)
                         if key in seen:
                             aliases[k] = seen[key]
@@ -293,8 +291,6 @@ def _serve(args) -> None:
                             seen[key], tensors[k] = k, v.contiguous()
                     save_file(tensors, name, metadata={"aliases": json.dumps(aliases)})
                     result = name
-                elif learner.zero3:  # ZeRO-3: the other ranks take part in each layer's gather
-                    collections.deque(learner.named_weights(), maxlen=0)
             elif method == "save":
                 path, with_tokenizer, extra, blobs, with_optimizer = call
                 if with_tokenizer and tokenizer is None and rank == 0:
