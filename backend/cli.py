@@ -35,9 +35,10 @@ from backend.cli_common import isolation_notice, open_store, positive
 from core.errors import WorkbenchError
 from trainer.models import fetch_model, resolve_model
 from backend.ui_access import TOKEN_ENV, check_bind
-from domains.registry import build_messages, domain_names, get_domain, registry
+from domains.registry import build_messages, domain_names, get_domain, is_built_in, registry
 from domains.contract import RetrievalDomain
-from domains.validation import current_validations, validate
+from domains.shipped_validations import SHIPPED_PATH, ship
+from domains.validation import validate, validation_report
 
 
 def cmd_model_fetch(args) -> int:
@@ -137,22 +138,53 @@ def cmd_sandbox_work(args) -> int:
 
 
 def cmd_domains_list(args) -> int:
-    status = current_validations(open_store(args))
-    rows = [d for d in registry().values() if (not args.family or d.family == args.family)
-            and (not args.kind or d.kind == args.kind)]
+    # on first use: it pulls in pandas
+    from backend.views import domains_frame
+
+    catalogue = domains_frame(open_store(args))
+    shown = catalogue
+    for column, wanted in (("family", args.family), ("kind", args.kind), ("source", args.source),
+                           ("validation", args.validation)):
+        if wanted:
+            if wanted not in set(catalogue[column]):
+                raise WorkbenchError(f"--{column} {wanted!r} matches no domain; the {column}s are: "
+                                     f"{', '.join(sorted(set(catalogue[column])))}")
+            shown = shown[shown[column] == wanted]
+    reg = registry()
     if args.json:
         lengths = _prompt_lengths(args.model) if args.model else None
-        print(json.dumps([{"name": d.name, "family": d.family, "kind": d.kind, "levels": sorted(d.levels),
-                           "validated": status.get(d.name, {}).get("passed"), "description": d.description,
-                           **({"prompt_tokens": lengths(d.name)} if lengths else {})}
-                          for d in rows], indent=2))
+        print(json.dumps([{"name": r.name, "family": r.family, "kind": r.kind, "levels": sorted(reg[r.name].levels),
+                           "validated": {"passed": True, "failed": False}.get(r.validation), "source": r.source,
+                           "license": r.license, "description": r.description,
+                           **({"prompt_tokens": lengths(r.name)} if lengths else {})}
+                          for r in shown.itertuples()], indent=2))
         return 0
-    print(f"{'domain':<26} {'family':<12} {'kind':<12} {'levels':>6}  {'validation':<10} description")
-    for d in rows:
-        v = status.get(d.name)
-        mark = "-" if v is None else ("passed" if v["passed"] else "FAILED")
-        print(f"{d.name:<26} {d.family:<12} {d.kind:<12} {len(d.levels):>6}  {mark:<10} {d.description[:60]}")
-    print(f"{len(rows)} domains")
+    print(f"{'domain':<28} {'family':<16} {'kind':<11} {'levels':>6}  {'validation':<10} {'source':<15} description")
+    for r in shown.itertuples():
+        mark = {"passed": "passed", "failed": "FAILED"}.get(r.validation, "-")
+        print(f"{r.name:<28} {r.family:<16} {r.kind:<11} {len(reg[r.name].levels):>6}  {mark:<10} {r.source:<15} "
+              f"{r.description[:60]}")
+    counts = shown["validation"].value_counts()
+    print(f"{len(shown)} domains in {shown['family'].nunique()} families: {counts.get('passed', 0)} passed, "
+          f"{counts.get('failed', 0)} failed, {counts.get('not validated', 0)} not validated")
+    return 0
+
+
+def cmd_domains_families(args) -> int:
+    # on first use: it pulls in pandas
+    from backend.views import domains_frame, family_overview
+
+    overview = family_overview(domains_frame(open_store(args)))
+    if args.json:
+        print(overview.to_json(orient="records", indent=2))
+        return 0
+    print(f"{'family':<18} {'domains':>7} {'passed':>6} {'failed':>6} {'not val.':>8} {'levels':>6} "
+          f"{'gen ms':>7}  sources")
+    for r in overview.itertuples(index=False):
+        gen = "-" if r[8] is None or r[8] != r[8] else f"{r[8]:.1f}"
+        print(f"{r.family:<18} {r.domains:>7} {r.passed:>6} {r.failed:>6} {r[4]:>8} {r.levels:>6} {gen:>7}  "
+              f"{r.sources}")
+    print(f"{len(overview)} families, {int(overview['domains'].sum())} domains")
     return 0
 
 
@@ -186,7 +218,7 @@ def cmd_domains_show(args) -> int:
     store = open_store(args)  # first: it registers the user domains
     d = get_domain(args.name)
     if args.json:
-        report = store.validation_report(d.name)
+        report = validation_report(store, d.name)
         print(json.dumps({"name": d.name, "family": d.family, "kind": d.kind, "description": d.description,
                           "source": d.source, "license": d.license,
                           "levels": {str(k): v for k, v in d.level_notes.items()},
@@ -224,9 +256,10 @@ def cmd_domains_show(args) -> int:
             print(f"[spec] {json.dumps(task.entry['spec'])[:600]}")
         for name, arguments in task.entry.get("reference_calls", []):
             print(f"[reference call] {name} {json.dumps(arguments)[:200]}")
-    report = store.validation_report(d.name)
+    report = validation_report(store, d.name)
     print("\nvalidation: " + ("never run; `rlwb domains validate " + d.name + "`" if report is None else
-                              f"{'passed' if report['passed'] else 'FAILED'} ({report['created_at']})"))
+                              f"{'passed' if report['passed'] else 'FAILED'} ({report['created_at']}"
+                              + (", the report shipped with the workbench)" if report.get("shipped") else ")")))
     for reason in (report or {}).get("reasons", []):
         print(f"  - {reason}")
     return 0
@@ -255,6 +288,10 @@ def cmd_domains_validate(args) -> int:
         if r.get("cross_process_deterministic") is False or (not args.no_cross_process
                                                              and r.get("cross_process_deterministic") is None):
             print(f"FAILED  {r['domain']:<26} {r['reasons'][-1]}")
+    if args.ship:
+        built_in = {n: d for n, d in registry().items() if is_built_in(n)}
+        held = ship([r for r in reports if r["domain"] in built_in], built_in)
+        print(f"shipped reports: {SHIPPED_PATH} now holds {held}")
     failed = [r["domain"] for r in reports if not r["passed"]]
     print(f"{len(reports) - len(failed)} of {len(reports)} domains passed; reports stored in {store.path}"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
@@ -389,10 +426,15 @@ def _register_domains(sub: argparse._SubParsersAction) -> None:
     dl = doms.add_parser("list", help="every registered domain with its validation status")
     dl.add_argument("--family", help="only this family, e.g. arithmetic")
     dl.add_argument("--kind", choices=["single_turn", "multi_turn", "code", "retrieval"], help="only this kind")
+    dl.add_argument("--source", help="only domains from this package, e.g. reasoning-core")
+    dl.add_argument("--validation", choices=["passed", "failed", "not validated"], help="only this verdict")
     dl.add_argument("--json", action="store_true", help="print JSON")
     dl.add_argument("--model", default=None, help="with --json: add each level's prompt-length quantiles in this "
                                                   "model's tokens (e.g. smollm2-135m; measures 16 tasks a level)")
     dl.set_defaults(fn=cmd_domains_list)
+    df = doms.add_parser("families", help="one line per family: domains, validated, levels, generation time")
+    df.add_argument("--json", action="store_true", help="print JSON")
+    df.set_defaults(fn=cmd_domains_families)
     ds = doms.add_parser("show", help="one domain: levels, source, example tasks, validation")
     ds.add_argument("name")
     ds.add_argument("--level", type=positive, default=None, help="level of the examples (default: easiest)")
@@ -409,6 +451,9 @@ def _register_domains(sub: argparse._SubParsersAction) -> None:
                     help="where sandboxed domains are verified (default docker; none fails them)")
     dv.add_argument("--no-cross-process", action="store_true",
                     help="skip the second-process determinism check (another PYTHONHASHSEED)")
+    dv.add_argument("--ship", action="store_true",
+                    help="also keep the built-in domains' reports in domains/validations.json, which a fresh "
+                         "install reads (for maintainers)")
     dv.set_defaults(fn=cmd_domains_validate)
     cli_domains.register(doms)
 

@@ -206,9 +206,58 @@ def build_report(store, eval_ids: list[str], resamples: int = DEFAULT_RESAMPLES)
         if context:
             warnings.append(f"{side['label']}: {context} samples had prompts longer than the engine's window and "
                             "were not sent; they are left out, so the longest tasks are missing from these figures.")
+    transfer = _transfer(store, sides, rows, families, resamples) if comparison else None
     return {"sides": sides, "ks": ks, "k": max(ks) if ks and max(ks) > 1 else None, "summaries": summaries,
             "comparison": comparison, "extras": extras, "families": families, "warnings": warnings,
-            "resamples": resamples, "baselines": tables, "verdicts": verdicts}
+            "resamples": resamples, "baselines": tables, "verdicts": verdicts, "transfer": transfer}
+
+
+def _transfer(store, sides: list[dict], rows: list[list[dict]], families: dict[str, str],
+              resamples: int) -> dict | None:
+    """The comparison split by whether B's training run trained on a domain: {"trained":
+    [domains], "unseen": [domains], "groups": {group: {metric: Delta}}} with groups
+    "trained", "unseen" and "unseen · <family>" (paired deltas B - A over each group's
+    shared tasks, `eval_stats.compare`). None when B's weights don't come from a run, or
+    every domain of the report was trained on (no transfer to show)."""
+    b = sides[-1]
+    if not b.get("run_id"):
+        return None
+    trained = store.run_domains(b["run_id"], b.get("step"))
+    domains = {r["domain"] for rs in rows for r in rs}
+    unseen = sorted(domains - trained)
+    if not unseen or not trained:
+        return None
+    groups = {d: "trained" if d in trained else "unseen" for d in domains}
+    by_family = {d: f"unseen · {families.get(d, 'other')}" for d in unseen}
+    pooled = compare(rows[0], rows[1], [1], groups, resamples)["families"]
+    per_family = compare([r for r in rows[0] if r["domain"] in by_family], [r for r in rows[1] if r["domain"] in by_family],
+                         [1], by_family, resamples)["families"]
+    return jsonable({"trained": sorted(domains & trained), "unseen": unseen, "groups": {**pooled, **per_family}})
+
+
+def transfer_rows(report: dict) -> list[dict]:
+    """The transfer table: pass@1 of A and B and the paired delta B - A with its 95% CI for
+    the domains B's run trained on, for those it never saw, and for the unseen ones per
+    family, with how many of the group's domains improved or regressed (their own delta's
+    interval above or below 0). [] without a transfer section (`build_report`)."""
+    transfer = report.get("transfer")
+    if not transfer:
+        return []
+    per_domain = report["comparison"]["domains"]
+    members = {"trained": transfer["trained"], "unseen": transfer["unseen"]}
+    for d in transfer["unseen"]:
+        members.setdefault(f"unseen · {report['families'].get(d, 'other')}", []).append(d)
+    out = []
+    for group, delta in sorted(transfer["groups"].items(), key=lambda kv: (kv[0] != "trained", kv[0] != "unseen", kv[0])):
+        d = delta.get("pass@1")
+        if not d:
+            continue
+        verdicts = [(per_domain.get(x) or {}).get("pass@1") or {} for x in members.get(group, [])]
+        out.append({"group": group, "domains": len(members.get(group, [])), "A": _value(d["a"], "pass@1"),
+                    "B": _value(d["b"], "pass@1"), "Δ [95% CI]": _pp(d), "tasks": d["n"],
+                    "improved": sum(v.get("low", 0) > 0 for v in verdicts),
+                    "regressed": sum(v.get("high", 0) < 0 for v in verdicts)})
+    return out
 
 
 def _baselines(store, side: dict) -> dict:
@@ -398,6 +447,12 @@ def headline_text(report: dict) -> str:
     cols = list(rows[0])
     lines = [summary_sentence(report), "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    transfer = transfer_rows(report)
+    if transfer:
+        tcols = list(transfer[0])
+        lines += ["", "Transfer: the domains B's training run trained on, and those it never saw (pass@1, B - A):", "",
+                  "| " + " | ".join(tcols) + " |", "|" + "---|" * len(tcols)]
+        lines += ["| " + " | ".join(str(r[c]) for c in tcols) + " |" for r in transfer]
     notes = list(report["warnings"]) + [BASELINE_NOTE]
     if any(r.get("verdict") == "too few tasks" for r in rows):
         notes.append(f"'too few tasks': fewer than {MIN_TASKS_FOR_VERDICT} shared tasks, too few for a verdict; "
@@ -483,6 +538,9 @@ wrong answer), and each model's most common answer and share of answers copied f
 {{ table(baselines) }}{% endif %}
 {% if deltas %}<h2>Changes, worst first</h2>{{ table(deltas) }}{% endif %}
 <h2>Per family</h2>{{ table(families) }}
+{% if transfer %}<h2>Transfer: trained domains and domains the run never saw</h2>
+<p>pass@1, B - A over the shared tasks; a domain improved (regressed) when its own delta's 95% interval is above (below) 0.</p>
+{{ table(transfer) }}{% endif %}
 {% for name, rows in per_domain %}<h2>Per domain: {{ name }}</h2>{{ table(rows) }}{% endfor %}
 {% if capabilities %}<h2>Tool use, multi-turn and context length</h2>{{ table(capabilities) }}{% endif %}
 {% if answers %}<h2>Held-out answers</h2>
@@ -533,7 +591,8 @@ def report_html(report: dict, answers: list[tuple[str, list[dict]]] | None = Non
         resamples=report["resamples"] if report["sides"] else 0, compared=report["comparison"] is not None,
         warnings=report["warnings"], sides=side_rows(report), headline=headline_rows(report),
         summary=summary_sentence(report),
-        deltas=delta_rows(report), families=family_rows(report), baselines=baselines_table(report),
+        deltas=delta_rows(report), families=family_rows(report), transfer=transfer_rows(report),
+        baselines=baselines_table(report),
         baseline_note=BASELINE_NOTE, capabilities=capability_rows(report),
         per_domain=[(f"{t} {s['label']}".strip(), domain_rows(report, i))
                     for i, (t, s) in enumerate(zip(tags, report["sides"]))],

@@ -172,6 +172,15 @@ class EvalVerbs:
         return out
 
     @locked
+    def run_domains(self, run_id: str, through_step: int | None = None) -> set[str]:
+        """The domains a training run sampled rollouts of (through `through_step`, if given):
+        what a checkpoint of it was trained on."""
+        sql, params = "SELECT DISTINCT domain FROM trajectories WHERE run_id = ?", [run_id]
+        if through_step is not None:
+            sql, params = sql + " AND step <= ?", params + [through_step]
+        return {r[0] for r in self.db.execute(sql, params).fetchall()}
+
+    @locked
     def checkpoint_at(self, path) -> tuple[str, int] | None:
         """(run id, step) of the recorded checkpoint in directory `path` (paths compared
         resolved), or None if no run recorded it."""

@@ -14,6 +14,7 @@ import re
 
 import difflib
 import json
+import statistics
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -23,7 +24,7 @@ from backend.store import Store
 # the Runs page reads a run's phases through here
 from trainer.phases import current_phase, expected_seconds, parse_time, phase_timeline  # noqa: F401
 from domains.registry import registry
-from domains.validation import current_validations
+from domains.validation import current_validations, validation_report
 from domains.tools.env import CONTRACT_ERRORS
 
 #: Chart panels on the Runs page: title -> metric names ("turns/*" means every turns
@@ -405,15 +406,34 @@ def calls_frame(traj: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-DOMAIN_COLUMNS = ["name", "family", "kind", "levels", "validation", "description", "reasons"]
+DOMAIN_COLUMNS = ["name", "family", "kind", "levels", "validation", "source", "license", "gen_ms", "description",
+                  "reasons"]
+FAMILY_COLUMNS = ["family", "domains", "passed", "failed", "not validated", "kinds", "sources", "levels",
+                  "median gen ms"]
+OWN_SOURCE = "rl-workbench"  # the package name of the domains this project generates itself
+
+
+def source_package(source: str) -> str:
+    """The package a domain's tasks come from, from its `source` line: "reasoning-gym
+    0.1.25, chain_sum" -> "reasoning-gym"; the project's own generators -> "rl-workbench"."""
+    first = source.split(",")[0].split()[0] if source.strip() else ""
+    return OWN_SOURCE if first.lower() in ("", "generated", "hand-made", "rl-workbench") else first
+
+
+def _median_gen_ms(report: dict | None) -> float | None:
+    times = [lv["gen_ms_per_task"] for lv in (report or {}).get("levels", []) if "gen_ms_per_task" in lv]
+    return round(statistics.median(times), 2) if times else None
 
 
 def domains_frame(store: Store) -> pd.DataFrame:
     """The domain catalogue: every registered domain with its newest validation verdict.
 
     Columns: name, family, kind, levels (e.g. "1-3"), validation ("passed", "failed" or
-    "not validated"), description, reasons (why the newest validation failed, "; "-joined).
-    Rows sorted by name. Builds the registry on first use (~2 s).
+    "not validated"; a shipped report counts, `domains.shipped_validations`), source (the
+    package, `source_package`), license, gen_ms (median over levels of the report's
+    generation time per task, milliseconds of CPU; None without a report), description,
+    reasons (why the newest validation failed, "; "-joined). Rows sorted by name. Builds
+    the registry on first use (~2 s).
     """
 
     latest = current_validations(store)
@@ -422,9 +442,29 @@ def domains_frame(store: Store) -> pd.DataFrame:
         v = latest.get(name)
         status = "not validated" if v is None else ("passed" if v["passed"] else "failed")
         rows.append({"name": name, "family": d.family, "kind": d.kind, "levels": f"{min(d.levels)}-{max(d.levels)}",
-                     "validation": status, "description": d.description,
+                     "validation": status, "source": source_package(d.source), "license": d.license,
+                     "gen_ms": _median_gen_ms(validation_report(store, name)) if v else None,
+                     "description": d.description,
                      "reasons": "; ".join(v["reasons"]) if v and not v["passed"] else ""})
     return pd.DataFrame(rows, columns=DOMAIN_COLUMNS).sort_values("name", ignore_index=True)
+
+
+def family_overview(catalogue: pd.DataFrame) -> pd.DataFrame:
+    """One row per family of a `domains_frame`: how many domains, how many passed, failed
+    or were never validated, its kinds and sources, its level range and the median of its
+    domains' generation times (ms per task). Sorted by domains, most first."""
+    rows = []
+    for family, g in catalogue.groupby("family"):
+        lo = min(int(x.split("-")[0]) for x in g["levels"])
+        hi = max(int(x.split("-")[1]) for x in g["levels"])
+        counts = g["validation"].value_counts()
+        gen = g["gen_ms"].dropna()
+        rows.append({"family": family, "domains": len(g), "passed": int(counts.get("passed", 0)),
+                     "failed": int(counts.get("failed", 0)), "not validated": int(counts.get("not validated", 0)),
+                     "kinds": ", ".join(sorted(g["kind"].unique())), "sources": ", ".join(sorted(g["source"].unique())),
+                     "levels": f"{lo}-{hi}", "median gen ms": round(float(gen.median()), 2) if len(gen) else None})
+    frame = pd.DataFrame(rows, columns=FAMILY_COLUMNS)
+    return frame.sort_values(["domains", "family"], ascending=[False, True], ignore_index=True)
 
 
 _CHATML = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>\n?|\Z)", re.S)

@@ -174,3 +174,21 @@ def numeric_answer(answer: str, reference: str) -> tuple[str, str | None]:
     if listed:
         return answer, f"ambiguous: lists {len(listed)} numbers ({', '.join(listed[:5])}) for a one-number reference"
     return answer, None
+
+
+_AMOUNT = re.compile(r"(?:(?<![\w.])[-+\u2212\u2013])?(?<![0-9.,])(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?")
+
+
+def parse_number(text: str) -> float | None:
+    """The last ASCII-digit number in text: "EUR 1,234.5 million" -> 1234.5, "−3.2%" -> -3.2, none -> None.
+
+    Commas are thousands separators only when followed by exactly three digits ("1,234");
+    a minus (ASCII, U+2212 or en dash) counts only when not glued to a word or number
+    ("2024-2025" is 2024 then 2025). Decimal commas ("3,2") and exponents ("1e5") are not
+    understood.
+    """
+    found = _AMOUNT.findall(text)
+    if not found:
+        return None
+    s = found[-1].replace(",", "").replace("\u2212", "-").replace("\u2013", "-")
+    return float(s)

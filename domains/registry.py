@@ -6,7 +6,7 @@
     messages = build_messages(task)            # -> the trainer's chat template
     reward, breakdown = d.score(task, completion)
 
-The families (`domains.reasoning_gym`, `domains.code`, `domains.terminal`,
+The families (`domains.reasoning_gym`, `domains.reasoning_core`, `domains.code`, `domains.terminal`,
 `domains.long_docs`, `domains.tools`, `domains.cad`) build their domains; this module
 gathers them by name, built on first use (importing reasoning-gym and its curricula takes
 ~2 s). Every registered domain follows the contract of `domains.contract` and passes
@@ -37,7 +37,9 @@ def registry() -> dict[str, Domain]:
     `terminal_*` family (sandbox-verified), the long-document domains
     (`domains.long_docs.domain`: needle_haystack, financial_report) and the tool-use domains
     (`domains.tools.domain`: tool_sql, tool_calc, tool_files, tool_docs; `domains.cad.domain`:
-    cad_bracket, cad_shaft, cad_table)."""
+    cad_bracket, cad_shaft, cad_table), the professional calculations
+    (`domains.professional`: finance, units, physics, statistics) and every reasoning-core generator
+    (`domains.reasoning_core.catalogue`; a name another family has keeps that family's)."""
     if not _REGISTRY:
         with _REGISTRY_LOCK:
             if not _REGISTRY:
@@ -47,6 +49,10 @@ def registry() -> dict[str, Domain]:
                 # on first use: it pulls in numpy, pydantic
                 from domains.code.humaneval import HUMANEVAL
                 from domains.long_docs.domain import long_doc_domains
+                # on first use: it pulls in numpy
+                from domains.professional.domain import professional_domains
+                # on first use: it pulls in numpy
+                from domains.reasoning_core.catalogue import build_rc_domains
                 # on first use: it pulls in numpy
                 from domains.reasoning_gym.catalogue import build_rg_domains
                 # on first use: it pulls in numpy
@@ -59,7 +65,8 @@ def registry() -> dict[str, Domain]:
                 hand = hand_made_domains()
                 long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
-                         **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains()}
+                         **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains()}
+                built.update({n: d for n, d in build_rc_domains().items() if n not in built})
                 _REGISTRY.update(sorted(built.items()))
                 _BUILT_IN.update(built)
     return _REGISTRY
@@ -126,9 +133,13 @@ def register_definitions(definitions: Sequence[dict]) -> list[str]:
 def reset_generator_caches() -> None:
     """Forget every built task generator, here and in the upstream workers, so the next task
     comes from a fresh instance (validation's determinism check)."""
-    from domains.reasoning_gym.domain import reset_caches  # the family on first use (start-up)
+    # the families on first use (start-up)
+    from domains.reasoning_core.domain import reset_caches as reset_rc
+    from domains.reasoning_gym.domain import UPSTREAM, reset_caches
 
     reset_caches()
+    reset_rc()
+    UPSTREAM.reset(reset_rc)
 
 
 def upstream_cpu_time() -> float:

@@ -46,8 +46,9 @@ from typing import Any
 
 from domains.answers import MAX_COMPLETION_CHARS
 from domains.contract import Task
-from domains.registry import (generator_version, get_domain, register_definitions, registry,
+from domains.registry import (generator_version, get_domain, is_built_in, register_definitions, registry,
                               reset_generator_caches, upstream_cpu_time, user_domain_definitions)
+from domains.shipped_validations import shipped_report
 from core.errors import WorkbenchError
 
 MIN_DISTINCT_PER_100 = 20  # fewer distinct prompts per 100 tasks is too little diversity
@@ -522,13 +523,35 @@ def try_verifier(task: Task, text: str, sandbox_backend: str = "docker") -> tupl
 
 
 def current_validations(store) -> dict[str, dict]:
-    """`store.latest_validations()` without the reports of another version of a domain (a
-    user domain updated, or removed and added again, since it was validated): the newest
-    version counts as not validated until it is validated itself."""
+    """The newest validation of every domain that has one: `store.latest_validations()`
+    without the reports of another version of a domain (a user domain updated, or removed
+    and added again, since it was validated: the newest version counts as not validated
+    until it is validated itself), and, for a built-in domain the store has no report of,
+    its shipped report (`domains.shipped_validations`; "shipped": True) if that is of the
+    installed version."""
     latest = store.latest_validations()
     names = registry()
-    return {n: v for n, v in latest.items()
-            if n not in names or v.get("domain_version", "") == names[n].version_key}
+    out = {n: v for n, v in latest.items()
+           if n not in names or v.get("domain_version", "") == names[n].version_key}
+    for n, d in names.items():
+        if n not in out and is_built_in(n) and (r := shipped_report(d)) is not None:
+            out[n] = {"passed": r["passed"], "reasons": r.get("reasons", []), "created_at": r["created_at"],
+                      "domain_version": "", "shipped": True}
+    return out
+
+
+def validation_report(store, name: str) -> dict | None:
+    """The newest full report of a domain: the store's, else the shipped one of a built-in
+    domain (as `current_validations` picks them); None if it has neither.
+
+    Raises:
+        DomainNotFound: unknown name.
+    """
+    domain = get_domain(name)
+    report = store.validation_report(name)
+    if report is not None and report.get("domain_version", "") == domain.version_key:
+        return report
+    return shipped_report(domain) if is_built_in(name) else None
 
 
 def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 16) -> tuple[float, dict, list]:

@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+# A fresh store means "never validated" in these tests: the validation reports shipped with
+# the built-in domains (domains/validations.json) are tested on their own
+# (tests/domains/test_shipped_validations.py), which point this variable at them.
+os.environ.setdefault("RLWB_SHIPPED_VALIDATIONS", "none")
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:

@@ -3,7 +3,8 @@
 UI only. The catalogue comes from `backend.views.domains_frame`; a domain's sample tasks
 from its `make_task` and `domains.registry.build_messages`; scores from
 `domains.validation.try_verifier`; validation reports from the store (written by
-`domains.validation.validate` when "Validate now" is pressed); mixes from
+`domains.validation.validate` when "Validate now" is pressed) or, for a built-in domain
+never validated here, the one shipped with the workbench (`domains.shipped_validations`); mixes from
 `domains.mixes` (`parse_spec`, `draw`, `save_mix`) and the store's mix verbs.
 
 The "New domain" tab (a user's data file as a domain) is `app.screens.new_domain`.
@@ -31,7 +32,7 @@ from domains.splits import HELDOUT_SEED_RANGE
 from domains.contract import EpisodeDomain, RetrievalDomain, SandboxDomain, ToolUseDomain
 from domains.registry import build_messages, registry
 from core.errors import WorkbenchError
-from domains.validation import try_verifier, validate
+from domains.validation import try_verifier, validate, validation_report
 
 STATUSES = ("passed", "failed", "not validated")
 NEW_MIX = "(new mix)"
@@ -53,7 +54,7 @@ def load_catalogue(path: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=5, show_spinner=False)
 def load_report(path: str, name: str) -> dict | None:
-    return get_store(path).validation_report(name)
+    return validation_report(get_store(path), name)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -81,15 +82,22 @@ def clear_store_caches() -> None:
 
 
 def show_catalogue(frame: pd.DataFrame) -> list[str]:
-    """Search box, filters, counts and the table; returns the names shown, in order."""
+    """Family overview, search box, filters, counts and the table; returns the names shown, in order."""
     counts = frame["validation"].value_counts()
-    st.caption(f"{len(frame)} domains, {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
+    st.caption(f"{len(frame)} domains in {frame['family'].nunique()} families from {frame['source'].nunique()} "
+               f"sources: {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
                f"{counts.get('not validated', 0)} not validated. Pick a row to see the domain below.")
-    cols = st.columns([2, 1, 1, 1])
+    with st.expander("Families", expanded=False):
+        st.caption("Per family: its domains, their validation verdicts (a shipped report counts until you "
+                   "validate again), levels, and the median generation time per task (ms of CPU).")
+        st.dataframe(views.family_overview(frame), hide_index=True, key="dom_families")
+    cols = st.columns([2, 1, 1, 1, 1, 1])
     query = cols[0].text_input("Search name and description", key="dom_search", placeholder="e.g. maze, sort, count")
     families = cols[1].multiselect("Family", sorted(frame["family"].unique()), key="dom_family")
     kinds = cols[2].multiselect("Kind", sorted(frame["kind"].unique()), key="dom_kind")
-    statuses = cols[3].multiselect("Validation", STATUSES, key="dom_status")
+    sources = cols[3].multiselect("Source", sorted(frame["source"].unique()), key="dom_source")
+    licenses = cols[4].multiselect("License", sorted(frame["license"].unique()), key="dom_license")
+    statuses = cols[5].multiselect("Validation", STATUSES, key="dom_status")
     shown = frame
     for term in query.lower().split():
         text = (shown["name"] + " " + shown["description"]).str.lower()
@@ -98,6 +106,10 @@ def show_catalogue(frame: pd.DataFrame) -> list[str]:
         shown = shown[shown["family"].isin(families)]
     if kinds:
         shown = shown[shown["kind"].isin(kinds)]
+    if sources:
+        shown = shown[shown["source"].isin(sources)]
+    if licenses:
+        shown = shown[shown["license"].isin(licenses)]
     if statuses:
         shown = shown[shown["validation"].isin(statuses)]
     if len(shown) < len(frame):
@@ -131,7 +143,7 @@ def answer_hint(domain) -> str:
 
 
 def show_facts(domain) -> None:
-    st.markdown(domain.description)
+    st.text(domain.description)  # plain text: upstream descriptions hold *, _ and brackets
     cols = st.columns(4)
     cols[0].metric("Family", domain.family)
     cols[1].metric("Kind", domain.kind)
@@ -279,11 +291,13 @@ def show_validation(path: str, domain) -> None:
                 f"or press Validate now (or run `rlwb domains validate {domain.name}`).")
         return
     when = (report.get("created_at") or "")[:19].replace("T", " ")
+    shipped = (" This is the report shipped with the workbench (made with the same generator version); "
+               "Validate now replaces it with one made here.") if report.get("shipped") else ""
     if report["passed"]:
-        st.success(f"Passed validation ({when} UTC, {report.get('duration_s', '?')} s).")
+        st.success(f"Passed validation ({when} UTC, {report.get('duration_s', '?')} s).{shipped}")
     else:
         reasons = "\n".join(f"- {r}" for r in report.get("reasons") or ["(no reason recorded)"])
-        st.error(f"**{domain.name} failed validation ({when} UTC), so it can't join a mix.**\n\n{reasons}")
+        st.error(f"**{domain.name} failed validation ({when} UTC), so it can't join a mix.**{shipped}\n\n{reasons}")
     xproc = report.get("cross_process_deterministic")
     st.caption("Cross-process determinism: " + {True: "same tasks", False: "tasks differ"}.get(xproc, "not checked"))
     frame = levels_frame(report)

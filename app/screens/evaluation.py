@@ -125,6 +125,13 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
         st.dataframe(baselines, hide_index=True, key="eval_baselines")
     st.subheader("Per family")
     st.dataframe(styled(er.family_rows(report)), hide_index=True, key="eval_families")
+    transfer = er.transfer_rows(report)
+    if transfer:
+        st.subheader("Transfer")
+        st.caption("B's training run trained on some of these domains and never saw the others: pass@1, B - A over "
+                   "the shared tasks, per group; a domain improved (regressed) when its own delta's 95% interval is "
+                   "above (below) 0.")
+        st.dataframe(transfer, hide_index=True, key="eval_transfer")
     for i, (tag, side) in enumerate(zip(["A", "B"] if compared else [""], report["sides"])):
         with st.expander(f"Per domain: {tag} {side['label']}".replace("  ", " "), expanded=not compared):
             st.dataframe(er.domain_rows(report, i), hide_index=True, key=f"eval_domains_{i}")

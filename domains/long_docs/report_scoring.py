@@ -12,24 +12,10 @@ from __future__ import annotations
 
 import re
 
+from domains.answers import parse_number
 from domains.long_docs.financial import MAX_ANSWER_CHARS, ReportTask
 
-_NUMBER = re.compile(r"(?:(?<![\w.])[-+\u2212\u2013])?(?<![0-9.,])(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?")
 _BAD_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def parse_number(text: str) -> float | None:
-    """The last ASCII-digit number in text: "EUR 1,234.5 million" -> 1234.5, "−3.2%" -> -3.2, none -> None.
-
-    Commas are thousands separators only when followed by exactly three digits ("1,234");
-    a minus (ASCII, U+2212 or en dash) counts only when not glued to a word or number
-    ("2024-2025" is 2024 then 2025). Decimal commas ("3,2") are not understood.
-    """
-    found = _NUMBER.findall(text)
-    if not found:
-        return None
-    s = found[-1].replace(",", "").replace("\u2212", "-").replace("\u2013", "-")
-    return float(s)
 
 
 def _norm_name(text: str) -> str:

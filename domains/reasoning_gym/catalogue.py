@@ -31,6 +31,7 @@ hand-made levels in `domains.reasoning_gym.hand_made`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from domains.reasoning_gym.domain import ReasoningGymDomain
 
@@ -63,10 +64,36 @@ def _family(module: str) -> str:
     return parts[1] if len(parts) > 2 else "misc"
 
 
+# Generators whose docstrings say nothing a user can act on ("Generates BF tasks.", a
+# dataclass's field list): described here instead.
+DESCRIPTIONS = {
+    "ab": "Rewrite an A::B token sequence with its four rules until no rule applies (Victor Taelin's A::B problem).",
+    "acre": "Infer which objects switch on a machine from observed trials (ACRE: abstract causal reasoning).",
+    "arc_agi": "Solve an ARC-AGI grid puzzle: infer the transformation from the example input/output grids.",
+    "bf": "Run a short Brainf*ck program and give its output.",
+    "boxnet": "Plan the moves that bring boxes to their goal cells in a grid worked by several agents.",
+    "calendar_arithmetic": "Calendar questions: weekdays of dates, days between dates, leap years, counting weekdays.",
+    "puzzle24": "Combine four numbers with + - * / to make 24.",
+    "rearc": "Solve a generated ARC grid puzzle (re-ARC): infer the transformation from example grids.",
+    "survo": "Fill a Survo grid so that each row and column sums to its given total.",
+}
+_MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")  # [text](url) -> text
+_MD_EMPHASIS = re.compile(r"(?<!\w)[_*]+([^_*]+?)[_*]+(?!\w)")  # _text_, **text** -> text
+
+
 def _description(ds_cls: type, cfg_cls: type, name: str) -> str:
-    for doc in (ds_cls.__doc__, cfg_cls.__doc__):  # own docstrings, not inherited ones
-        line = (doc or "").strip().splitlines()[0].strip() if (doc or "").strip() else ""
+    """One readable line for the page: `DESCRIPTIONS`, else the first line of the dataset's
+    or config's own docstring (not a dataclass's generated signature), with markdown links
+    and emphasis reduced to their text."""
+    if name in DESCRIPTIONS:
+        return DESCRIPTIONS[name]
+    for cls in (ds_cls, cfg_cls):  # own docstrings, not inherited ones
+        doc = (cls.__doc__ or "").strip()
+        line = doc.splitlines()[0].strip() if doc else ""
+        if line.startswith(cls.__name__ + "("):  # a dataclass's generated docstring: its fields
+            continue
         line = line.removeprefix("Configuration for ").removeprefix("Config for ").rstrip(".")
+        line = _MD_EMPHASIS.sub(r"\1", _MD_LINK.sub(r"\1", line))
         if line and not line.lower().startswith(("initialize", "args")):
             return line[0].upper() + line[1:] + "."
     return f"reasoning-gym's {name.replace('_', ' ')} tasks."

@@ -160,7 +160,7 @@ class ReasoningGymDomain(TextDomain):
         if self.pooled and not self.generate:
             return self._pool_item(ds, seed, difficulty)
         if self.generate:
-            with _GLOBAL_STATE, _seeded_global_random(f"{self.name} {difficulty} {seed}"):
+            with GLOBAL_STATE, seeded_global_random(f"{self.name} {difficulty} {seed}"):
                 return self.generate(ds, seed, difficulty)
         return _item(ds, seed)
 
@@ -280,7 +280,7 @@ _DATASETS: dict[tuple[str, int], Any] = {}
 
 
 @contextlib.contextmanager
-def _seeded_global_random(key: str):
+def seeded_global_random(key: str):
     """Seed Python's global `random` (and numpy's) from `key` for the block, then restore
     both: codeio's input generators and list_functions' pool draw from the global `random`,
     so without this the same (seed, difficulty) could give another task on each call.
@@ -301,18 +301,18 @@ def _seeded_global_random(key: str):
 # instance was built with is kept beside it (`_dataset`) and put back before it makes an item.
 CLASS_STATE = {"codeio": "_jsonl_data"}
 _CLASS_STATE_KEPT: dict[int, tuple[str, Any]] = {}  # id(dataset) -> (attribute, its value)
-_GLOBAL_STATE = threading.RLock()  # the global RNGs and class attributes are process-wide
+GLOBAL_STATE = threading.RLock()  # the global RNGs and class attributes are process-wide
 
 
 def _item(ds: Any, index: int) -> dict:
     """`ds[index]` with the global RNGs seeded from the dataset's name and the index
-    (`_seeded_global_random`) and the dataset's own class state in place (`CLASS_STATE`),
+    (`seeded_global_random`) and the dataset's own class state in place (`CLASS_STATE`),
     so an item is the same whenever, and after whichever other level, it is asked for."""
-    with _GLOBAL_STATE:
+    with GLOBAL_STATE:
         kept = _CLASS_STATE_KEPT.get(id(ds))
         if kept is not None:
             setattr(type(ds), *kept)
-        with _seeded_global_random(f"{type(ds).__name__} {index}"):
+        with seeded_global_random(f"{type(ds).__name__} {index}"):
             return ds[index]
 
 
@@ -327,7 +327,7 @@ def _dataset(domain: ReasoningGymDomain, difficulty: int) -> Any:
         import reasoning_gym  # lazy: ~1 s import
 
         # seeded: list_functions draws its pool from the global `random`
-        with _GLOBAL_STATE, _seeded_global_random(f"{domain.name} {difficulty} build"):
+        with GLOBAL_STATE, seeded_global_random(f"{domain.name} {difficulty} build"):
             ds = reasoning_gym.create_dataset(domain.upstream, **{"seed": 0, **domain.levels[difficulty]})
             if domain.name in CLASS_STATE:
                 _CLASS_STATE_KEPT[id(ds)] = (CLASS_STATE[domain.name], getattr(type(ds), CLASS_STATE[domain.name]))

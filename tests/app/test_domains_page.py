@@ -60,7 +60,9 @@ def test_renders_without_validations(tmp_path, monkeypatch):
     at = _open(_db(tmp_path), monkeypatch)
     n = len(registry())
     assert at.title[0].value == "Domains"
-    assert any(c.value.startswith(f"{n} domains, 0 passed, 0 failed, {n} not validated") for c in at.caption)
+    families = len({d.family for d in registry().values()})
+    assert any(c.value.startswith(f"{n} domains in {families} families from ") and
+               f": 0 passed, 0 failed, {n} not validated" in c.value for c in at.caption)
     assert len(_table(at)) == n
     assert at.selectbox(key="dom_domain").value == "chain_sum"
     assert any("Give your final answer on the last line as: Answer: <answer>" in c.value for c in at.code)
@@ -73,7 +75,8 @@ def test_renders_stored_validations_with_plots_and_failure(tmp_path, monkeypatch
                           _report("basic_arithmetic", False, ["level 2: only 12 distinct tasks per 100 (need 20)"])])
     at = _open(path, monkeypatch)
     n = len(registry())
-    assert any(c.value.startswith(f"{n} domains, 1 passed, 1 failed, {n - 2} not validated") for c in at.caption)
+    assert any(f"{n} domains in " in c.value and f": 1 passed, 1 failed, {n - 2} not validated" in c.value
+               for c in at.caption)
     assert any(s.value.startswith("Passed validation") for s in at.success)
     assert {c.key for c in at.get("plotly_chart")} >= {"dom_plot_chars", "dom_plot_gen", "dom_plot_distinct"}
     levels = _frame_with(at, "chars_p50")

@@ -17,6 +17,7 @@ from backend.eval_report import (
     headline_text,
     report_figures,
     report_html,
+    transfer_rows,
     write_html,
 )
 from backend.evaluation import summary_of
@@ -319,3 +320,26 @@ def test_one_sentence_says_where_b_gains_and_where_not(pair, tmp_path):
     assert "humaneval (regression)" in sentence and f"basic_arithmetic ({verdicts['basic_arithmetic']})" in sentence
     assert sentence in headline_text(report)
     assert summary_sentence(build_report(store, [], resamples=10)) == ""
+
+
+def test_transfer_splits_trained_from_unseen_domains(tmp_path):
+    """B's run trained on chain_sum only (its trajectories say so): the report's transfer
+    section pools the domains it never saw, per family, and counts improved/regressed."""
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run("broad", {"domains": ["chain_sum"]}, total_steps=20)
+    store.db["trajectories"].insert_all([{"run_id": run_id, "step": s, "domain": "chain_sum", "task_seed": s,
+                                          "group_idx": 0, "sample_idx": 0, "prompt": "p", "completion": "c",
+                                          "answer": "1", "reward": 1.0, "breakdown": "{}"} for s in (1, 2)])
+    a = add_eval(store, "base", eval_rows(BASE))
+    b = add_eval(store, f"{run_id}:20", eval_rows(CHECKPOINT), run_id=run_id, step=20)
+    report = build_report(store, [a, b], resamples=200)
+    assert report["transfer"]["trained"] == ["chain_sum"]
+    assert report["transfer"]["unseen"] == ["basic_arithmetic", "humaneval"]
+    rows = {r["group"]: r for r in transfer_rows(report)}
+    assert rows["trained"]["domains"] == 1 and rows["trained"]["improved"] == 1 and rows["trained"]["regressed"] == 0
+    assert rows["unseen"]["domains"] == 2 and rows["unseen"]["regressed"] == 1 and rows["unseen"]["improved"] == 0
+    assert rows["unseen"]["tasks"] == 2 * TASKS and rows["unseen"]["Δ [95% CI]"].startswith("-37.5 pp")
+    assert {"unseen · code", "unseen · arithmetic"} <= set(rows)
+    assert "Transfer: the domains B's training run trained on" in headline_text(report)
+    # weights from no run: no transfer section
+    assert build_report(store, [a, add_eval(store, "other", eval_rows(CHECKPOINT))])["transfer"] is None

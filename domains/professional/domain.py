@@ -1,0 +1,139 @@
+"""A professional calculation as a workbench domain: a seeded word problem whose answer a
+library computes (`domains.professional.calculations`), checked within a tolerance.
+
+    d = CalculationDomain(CALCULATIONS["fin_npv"])
+    task = d.make_task(seed=7, difficulty=2)
+    reward, breakdown = d.score(task, "NPV is about -1,234.57\\nAnswer: -1234.57")
+
+The answer is the reply's last committed answer (`domains.answers.extract_answer`, an
+`Answer: ...` line); its last number (`domains.answers.parse_number`: "$1,234.57" is
+1234.57, "12.5%" is 12.5) is correct when it is within the calculation's relative
+tolerance of the reference or within half a unit of the reference's last written place.
+So "12.35" passes for "12.3456" only if 0.1% allows it, and a rounded "1234.6" passes for
+"1234.57". Units, currency and percent signs are read past, not checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from importlib import metadata
+
+from core.errors import ConfigError
+from domains.answers import MAX_COMPLETION_CHARS, extract_answer, malformed, parse_number
+from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
+                              TextDomain, as_int, check_difficulty)
+from domains.professional.calculations import Calculation
+
+LEVELS = {1: "round inputs, common units and options", 2: "less round inputs, rarer units and options",
+          3: "the rarest units, longer horizons, more cash flows, two-sided and interval questions"}
+
+
+def _versions() -> str:
+    found = []
+    for package in ("numpy-financial", "pint", "scipy"):
+        try:
+            found.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{package} not installed")
+    return ", ".join(found)
+
+
+ORACLE_VERSIONS = _versions()
+
+
+@dataclass(frozen=True, eq=False)
+class CalculationDomain(TextDomain):
+    """One `Calculation` as a single-turn domain with levels 1..3 (`LEVELS`)."""
+
+    calculation: Calculation
+
+    kind = "single_turn"
+    answer_format = "line"
+    license = "Apache-2.0"
+
+    @property
+    def name(self) -> str:
+        return self.calculation.name
+
+    @property
+    def family(self) -> str:
+        return self.calculation.family
+
+    @property
+    def description(self) -> str:
+        return self.calculation.description
+
+    @property
+    def source(self) -> str:
+        return f"rl-workbench professional calculations ({ORACLE_VERSIONS}), {self.name}"
+
+    @property
+    def levels(self) -> dict[int, str]:
+        return dict(LEVELS)
+
+    @property
+    def level_notes(self) -> dict[int, str]:
+        return dict(LEVELS)
+
+    @property
+    def environment(self) -> dict:
+        return {"runtime": "in-process", "oracle": self.calculation.oracle,
+                "verifier": f"last number of the answer within {self.calculation.rel_tol:.1%} or half a unit of the "
+                            "reference's last place", "answer_format": self.answer_format}
+
+    def make_task(self, seed: int, difficulty: int = 1) -> Task:
+        """The task for (seed, difficulty): drawn from a `random.Random` seeded by (name,
+        level, seed), so the same pair gives the same task in any process.
+
+        Raises:
+            ConfigError: seed is not a non-negative int or difficulty is not a level.
+        """
+        level, index = check_difficulty(difficulty, LEVELS), as_int(seed)
+        if index is None or index < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+        key = hashlib.sha256(f"{self.name} {level} {index}".encode()).digest()
+        question, value, unit = self.calculation.draw(random.Random(int.from_bytes(key[:8], "big")), level)
+        answer = f"{value:.{Calculation.decimals(value)}f}"
+        if unit:
+            question += f" Give the number only{f' (in {unit})' if unit not in ('percent', 'dollars') else ''}."
+        return Task(self.name, index, question, answer, level, {"question": question, "answer": answer, "unit": unit})
+
+    def messages(self, task: Task) -> list[dict]:
+        return [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"}]
+
+    def reference_completion(self, task: Task) -> str:
+        return self.wrap_answer(task.answer)
+
+    def wrap_answer(self, answer: str) -> str:
+        return f"Answer: {answer}"
+
+    def score(self, task: Task, completion: str) -> tuple[float, Breakdown]:
+        """reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct (see the module
+        docstring for what is correct); never raises on a bad reply.
+
+        Raises:
+            ConfigError: the task is another domain's.
+        """
+        if task.domain != self.name:
+            raise ConfigError(f"task of domain {task.domain!r} given to domain {self.name!r}")
+        if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
+            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
+        extracted = extract_answer(completion)
+        if extracted is None or malformed(extracted):
+            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
+        x, ref = parse_number(extracted), float(task.answer)
+        decimals = len(task.answer.partition(".")[2])
+        correct = x is not None and (abs(x - ref) <= self.calculation.rel_tol * abs(ref)
+                                     or abs(x - ref) <= 0.5 * 10.0 ** -decimals + 1e-12)
+        reward = FORMAT_WEIGHT + CORRECT_WEIGHT * correct
+        return reward, {"format": 1.0, "correct": float(correct), "extracted": extracted[:200]}
+
+
+def professional_domains() -> dict[str, CalculationDomain]:
+    """Every calculation of `CALCULATIONS` as a domain, by name."""
+    from domains.professional.calculations import CALCULATIONS
+
+    return {name: CalculationDomain(c) for name, c in CALCULATIONS.items()}

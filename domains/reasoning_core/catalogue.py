@@ -1,0 +1,74 @@
+"""Every reasoning-core generator as a workbench domain, with numbered difficulty levels.
+
+reasoning-core 0.5.0 ships 55 generators (`reasoning_core.list_tasks()`), grouped by its own
+capability areas (`reasoning_core.registry.AREAS`), which become the families here. Each
+generator's `Config.set_level(k)` raises its knobs with k = 0, 1, 2, ...; levels 1..n here
+are k = 0..n-1, with n = `MAX_LEVELS` unless generation at a higher k was measured too
+slow for rollouts (`LEVEL_CAPS`). Answers go between `<answer>` tags (some span lines:
+proof traces, plans, table rows).
+
+Not registered (`SKIPPED`): the two `metamath_*` generators download Metamath's database
+at run time, and the two `game_*` generators need `pyggp`, which no package index serves.
+
+    from domains.reasoning_core.catalogue import build_rc_domains
+    domains = build_rc_domains()          # name -> ReasoningCoreDomain
+"""
+
+from __future__ import annotations
+
+from domains.reasoning_core.domain import ReasoningCoreDomain
+
+MAX_LEVELS = 5
+
+SKIPPED = {
+    "metamath_entailment": "downloads Metamath's set.mm at run time (nothing is fetched at run time here)",
+    "metamath_core_select": "downloads Metamath's set.mm at run time (nothing is fetched at run time here)",
+    "game_best_move": "needs pyggp, which no package index serves",
+    "game_forced_win": "needs pyggp, which no package index serves",
+}
+
+# reasoning-core's capability areas -> the family they make here
+FAMILIES = {
+    "Logic & deduction": "logic",
+    "State tracking & execution": "state_tracking",
+    "Mathematics": "mathematics",
+    "Spatial, causal & probabilistic": "spatial_causal",
+    "Formal languages & parsing": "formal_languages",
+    "Graphs, games & planning": "graphs_planning",
+    "Sets & tables": "sets_tables",
+}
+
+# Highest 0-based level kept where a higher one was measured too slow to feed rollouts
+# (`rlwb domains validate`, CPU seconds per task on this 2-core machine).
+LEVEL_CAPS: dict[str, int] = {"constraint_satisfaction": 1}  # level 3 (k=2): over 10 s on some of the first 15 seeds
+
+
+def build_rc_domains() -> dict[str, ReasoningCoreDomain]:
+    """A `ReasoningCoreDomain` for every reasoning-core generator not in `SKIPPED`, in name
+    order; an empty dict when reasoning-core is not installed.
+
+    Reads the catalogue without importing the generators (`task_catalog` parses their
+    source), so building the registry stays cheap.
+    """
+    try:
+        import reasoning_core  # on first use: ~20 ms, the generators load lazily
+        from reasoning_core.registry import AREAS
+    except ImportError:
+        return {}
+    family_of = {name: FAMILIES[area] for area, names in AREAS.items() for name in names}
+    summaries = {row["name"]: row["summary"] for row in reasoning_core.task_catalog()}
+    out = {}
+    for name in sorted(reasoning_core.list_tasks()):
+        if name in SKIPPED:
+            continue
+        top = min(MAX_LEVELS - 1, LEVEL_CAPS.get(name, MAX_LEVELS))
+        levels = {k + 1: k for k in range(top + 1)}
+        out[name] = ReasoningCoreDomain(
+            name=name,
+            family=family_of.get(name, "misc"),
+            description=summaries.get(name) or f"reasoning-core's {name.replace('_', ' ')} tasks.",
+            levels=levels,
+            level_notes={n: f"reasoning-core level {k}" + (" (its easiest)" if k == 0 else "")
+                         for n, k in levels.items()},
+        )
+    return out

@@ -1,0 +1,94 @@
+"""Validation reports of the built-in domains, shipped with the code (`validations.json`).
+
+A fresh install has validated nothing, yet validating every built-in domain takes most of
+an hour here. So the reports of a `rlwb domains validate --ship` run are kept in
+`domains/validations.json`, keyed by domain name and by the version they are of: the
+domain's `source` (it names the generator package and its version, e.g.
+"reasoning-core 0.5.0, planning"). `domains.validation.current_validations` falls back to
+a shipped report for a built-in domain the store has no report of, as long as its
+version is the installed one; a report the user makes replaces it.
+
+    ship(reports, domains)              # after validating: keep them in validations.json
+    shipped_report(get_domain("chain_sum"))   # the full report, or None (none, or another version)
+
+`RLWB_SHIPPED_VALIDATIONS` names another file, or "none" to ignore the shipped reports (the
+test suite does, so a fresh store means "never validated" there).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from domains.contract import Domain
+
+SHIPPED_PATH = Path(__file__).with_name("validations.json")
+ENV = "RLWB_SHIPPED_VALIDATIONS"
+
+
+def shipped_path() -> Path | None:
+    """The shipped reports' file: `$RLWB_SHIPPED_VALIDATIONS`, else `SHIPPED_PATH`; None
+    when that variable is "none"."""
+    env = os.environ.get(ENV)
+    if env is None:
+        return SHIPPED_PATH
+    return None if env.strip().lower() in ("", "none") else Path(env)
+
+
+def report_version(domain: Domain) -> str:
+    """What a shipped report of `domain` must have been made of: its source (package and
+    version) and, for a user domain, its stored version."""
+    return f"{domain.source}|{domain.version_key}"
+
+
+@functools.lru_cache(maxsize=4)
+def _shipped(path: Path | None) -> dict[str, dict]:
+    if path is None:
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["reports"]
+    except FileNotFoundError:
+        return {}
+
+
+def shipped_report(domain: Domain) -> dict | None:
+    """The shipped report of `domain` (with "shipped": True), or None when none was shipped
+    or it is of another version of the domain (its package was upgraded since)."""
+    report = _shipped(shipped_path()).get(domain.name)
+    if report is None or report.get("version") != report_version(domain):
+        return None
+    return {**report, "shipped": True}
+
+
+def ship(reports: list[dict], domains: dict[str, Domain], path: Path = SHIPPED_PATH) -> int:
+    """Merge `reports` (from `validate`) of built-in `domains` into the shipped file,
+    written atomically, and return how many it now holds. A report keeps its verdict,
+    reasons, per-level figures and when it was made; its task digests are dropped.
+
+    Raises:
+        OSError: the file could not be written (the old one is left as it was).
+    """
+    kept = dict(_shipped(path))
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for r in reports:
+        d = domains.get(r["domain"])
+        if d is None:
+            continue
+        slim = {k: v for k, v in r.items() if k != "task_digests"}
+        kept[r["domain"]] = {**slim, "version": report_version(d), "created_at": r.get("created_at") or now}
+    text = json.dumps({"about": "validation reports of the built-in domains; see domains/shipped_validations.py",
+                       "reports": dict(sorted(kept.items()))}, indent=1, sort_keys=True, default=str)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".validations.", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _shipped.cache_clear()
+    return len(kept)
