@@ -38,7 +38,8 @@ def registry() -> dict[str, Domain]:
     (`domains.long_docs.domain`: needle_haystack, financial_report) and the tool-use domains
     (`domains.tools.domain`: tool_sql, tool_calc, tool_files, tool_docs; `domains.cad.domain`:
     cad_bracket, cad_shaft, cad_table), the professional calculations
-    (`domains.professional`: finance, units, physics, statistics) and every reasoning-core generator
+    (`domains.professional`: finance, units, physics, statistics), 20 constraint puzzles
+    (`domains.puzzles`, chuk-puzzles-gym) and every reasoning-core generator
     (`domains.reasoning_core.catalogue`; a name another family has keeps that family's)."""
     if not _REGISTRY:
         with _REGISTRY_LOCK:
@@ -51,6 +52,8 @@ def registry() -> dict[str, Domain]:
                 from domains.long_docs.domain import long_doc_domains
                 # on first use: it pulls in numpy
                 from domains.professional.domain import professional_domains
+                # on first use: it pulls in chuk_puzzles_gym's games
+                from domains.puzzles.catalogue import build_puzzle_domains
                 # on first use: it pulls in numpy
                 from domains.reasoning_core.catalogue import build_rc_domains
                 # on first use: it pulls in numpy
@@ -67,6 +70,7 @@ def registry() -> dict[str, Domain]:
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
                          **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains()}
                 built.update({n: d for n, d in build_rc_domains().items() if n not in built})
+                built.update({n: d for n, d in build_puzzle_domains().items() if n not in built})
                 _REGISTRY.update(sorted(built.items()))
                 _BUILT_IN.update(built)
     return _REGISTRY

@@ -29,6 +29,10 @@ Arguments, results and exceptions cross the process boundary pickled: functions 
 reference (module-level functions and bound methods of picklable objects); an exception
 that can't be pickled arrives as a RuntimeError naming its type.
 
+Workers run with `PYTHONHASHSEED` = `WORKER_HASH_SEED`, so a generator that iterates a set
+of strings makes the same task in every worker of every run (the parent's hash seed is
+random per process).
+
 Not covered: a security boundary (a worker runs as the same user, with the same files and
 network; answers that upstream code evaluates are screened by `domains.answer_guard`
 first), memory limits, and platforms other than POSIX (the socket is passed as an
@@ -56,6 +60,10 @@ from typing import Any, NamedTuple
 
 from core.errors import GenerationTimeout, UpstreamCrash
 
+# Every worker hashes strings alike: generators that iterate a set of strings (reasoning-core's
+# planning, table_qa, logic_qa ...; reasoning-gym's ransom_note, word_ladder ...) give the
+# same task for a seed in every process and on every machine, whatever the parent's seed.
+WORKER_HASH_SEED = "0"
 START_TIMEOUT_S = 120.0  # a fresh worker must have imported its preload modules by then
 MAX_IDLE = 4  # idle workers kept for later calls; more are closed
 PARENT_CHECK_S = 1.0  # a worker whose parent is gone exits within this
@@ -84,7 +92,8 @@ class _Worker:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, json.dumps(sys.path), str(theirs.fileno()), json.dumps(preload)],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONHASHSEED": WORKER_HASH_SEED})
         except BaseException:
             ours.close()
             raise
