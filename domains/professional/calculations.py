@@ -4,10 +4,10 @@ where a library has one.
 
 | family | oracle | calculations |
 |---|---|---|
-| finance | `numpy-financial` (numpy's former financial functions) | loan payment, future and present value, NPV, IRR, periods, interest part, rate |
-| units | `pint` (unit registry with SI definitions) | length, mass, temperature, pressure, energy, speed, volume, area, power, flow, density, data |
+| finance | `numpy-financial` (numpy's former financial functions) | loan payment, balance, interest and principal parts, rate and periods; future and present value; NPV, IRR, MIRR; growth rate; bond price |
+| units | `pint` (unit registry with SI definitions) | length, mass, temperature, pressure, energy, speed, volume, area, power, flow, density, data, angle, force, time, frequency |
 | physics | `pint` quantities | kinetic energy, electrical power, pressure from force, ideal gas amount |
-| statistics | `scipy.stats` | normal and binomial probabilities, Poisson, sample standard deviation, z-test p-value |
+| statistics | `scipy.stats` | normal, binomial, Poisson and exponential probabilities, sample standard deviation, z-test and t-test p-values |
 
 Every calculation has three levels: 1 uses round inputs and the common units, 2 less
 round inputs and rarer units or options, 3 the rarest units, longer horizons and more
@@ -185,6 +185,69 @@ def _rate(rng: random.Random, level: int):
     return q, float(r), "percent"
 
 
+def _growth_rate(rng: random.Random, level: int):
+    import numpy_financial as npf  # on first use
+
+    start = float(rng.choice([100, 1000, 10000])) if level == 1 else float(rng.randrange(500, 900000, 50))
+    years = rng.choice([2, 5, 10]) if level == 1 else rng.randrange(2, 31)
+    end = round(start * rng.uniform(0.4, 4.0), 0 if level == 1 else 2)
+    r = npf.rate(years, 0, -start, end) * 100
+    return (f"An investment grew from {_money(start)} to {_money(end)} in {years} years. What is its compound annual "
+            "growth rate, in percent per year?", float(r), "percent")
+
+
+def _bond_price(rng: random.Random, level: int):
+    import numpy_financial as npf  # on first use
+
+    face = 1000.0
+    coupon = rng.choice([3, 4, 5, 6]) if level == 1 else round(rng.uniform(1, 9), 2)
+    ytm = rng.choice([3, 4, 5, 6, 7]) if level == 1 else round(rng.uniform(1, 10), 2)
+    years = rng.choice([2, 5, 10]) if level == 1 else rng.randrange(1, 31)
+    per_year = 1 if level < 3 else 2
+    price = -npf.pv(ytm / 100 / per_year, years * per_year, face * coupon / 100 / per_year, face)
+    how = "annually" if per_year == 1 else "semi-annually"
+    return (f"A bond with a face value of {_money(face)} pays a {coupon}% coupon {how} and matures in {years} years. "
+            f"At a yield to maturity of {ytm}% a year (compounded {how}), what is its price in dollars?",
+            float(price), "dollars")
+
+
+def _loan_balance(rng: random.Random, level: int):
+    import numpy_financial as npf  # on first use
+
+    principal, rate, years = _loan(rng, level)
+    k = rng.randrange(1, years * 12)
+    payment = npf.pmt(rate / 100 / 12, years * 12, principal)
+    balance = -npf.fv(rate / 100 / 12, k, payment, principal)
+    return (f"A loan of {_money(principal)} is repaid in equal monthly payments over {years} years at {rate}% a year, "
+            f"compounded monthly. What balance is still owed right after payment number {k}, in dollars?",
+            float(balance), "dollars")
+
+
+def _principal_part(rng: random.Random, level: int):
+    import numpy_financial as npf  # on first use
+
+    principal, rate, years = _loan(rng, level)
+    k = rng.randrange(1, years * 12 + 1) if level > 1 else 1
+    part = -npf.ppmt(rate / 100 / 12, k, years * 12, principal)
+    return (f"A loan of {_money(principal)} is repaid in equal monthly payments over {years} years at {rate}% a year, "
+            f"compounded monthly. How much of payment number {k} repays principal, in dollars?", float(part), "dollars")
+
+
+def _mirr(rng: random.Random, level: int):
+    import numpy_financial as npf  # on first use
+
+    while True:
+        flows = _cash_flows(rng, level)
+        finance, reinvest = round(rng.uniform(3, 10), 1), round(rng.uniform(3, 12), 1)
+        r = npf.mirr(flows, finance / 100, reinvest / 100)
+        if math.isfinite(r):
+            break
+    listed = ", ".join(f"year {t}: {_money(f)}" for t, f in enumerate(flows))
+    return (f"A project has these cash flows (year 0 is today; negative is an outlay): {listed}. With a finance rate "
+            f"of {finance}% and a reinvestment rate of {reinvest}% a year, what is its modified internal rate of "
+            "return (MIRR), in percent per year?", float(r * 100), "percent")
+
+
 # ---------------------------------------------------------------- units (pint)
 
 # dimension -> units by level (1: common, 2: less common, 3: rare or prefixed)
@@ -207,6 +270,13 @@ UNIT_SETS = {
     "density": (["kilogram / meter ** 3", "gram / centimeter ** 3"], ["pound / foot ** 3", "gram / liter"],
                 ["ounce / inch ** 3", "pound / gallon"]),
     "data": (["byte", "kilobyte", "megabyte"], ["kibibyte", "mebibyte", "gigabyte"], ["bit", "gibibyte", "terabyte"]),
+    "angle": (["degree", "radian"], ["gradian", "turn"], ["arcminute", "arcsecond", "milliradian"]),
+    "force": (["newton", "kilonewton", "pound_force"], ["dyne", "kilogram_force"], ["kip", "poundal", "ounce_force"]),
+    # no month or year: pint's are averages (30.4375 and 365.25 days), which a reader would not assume
+    "time": (["second", "minute", "hour", "day"], ["week", "millisecond", "microsecond"],
+             ["fortnight", "nanosecond", "kilosecond"]),
+    # no rpm: pint's revolution is 2 pi radians, so 1 rpm would be 2 pi / 60 Hz, not the 1/60 Hz engineers mean
+    "frequency": (["hertz", "kilohertz", "megahertz"], ["gigahertz", "millihertz"], ["terahertz", "microhertz"]),
 }
 
 
@@ -345,6 +415,37 @@ def _poisson_probability(rng: random.Random, level: int):
     return q, float(prob * 100), "percent"
 
 
+def _t_test(rng: random.Random, level: int):
+    from scipy import stats  # on first use
+
+    n = rng.choice([10, 16, 25]) if level == 1 else rng.randrange(5, 60)
+    mu0 = float(rng.choice([10, 50, 100])) if level == 1 else round(rng.uniform(5, 500), 1)
+    s_dev = float(rng.choice([2, 5, 10])) if level == 1 else round(rng.uniform(0.5, mu0 / 3), 2)
+    xbar = round(mu0 + s_dev / math.sqrt(n) * rng.uniform(-3, 3), 2)
+    t = (xbar - mu0) / (s_dev / math.sqrt(n))
+    two_sided = level >= 2 and rng.random() < 0.5
+    p = 2 * stats.t.sf(abs(t), n - 1) if two_sided else stats.t.sf(t, n - 1)
+    return (f"A sample of {n} has mean {xbar:g} and sample standard deviation {s_dev:g}. Test H0: mean = {mu0:g} "
+            f"against H1: mean {'!=' if two_sided else '>'} {mu0:g} with a one-sample t-test. What is the p-value, "
+            "in percent?", float(p * 100), "percent")
+
+
+def _exponential_probability(rng: random.Random, level: int):
+    from scipy import stats  # on first use
+
+    mean = float(rng.choice([2, 5, 10])) if level == 1 else round(rng.uniform(0.5, 50), 1)
+    x = round(mean * rng.uniform(0.1, 3), 1)
+    if level < 3:
+        p = stats.expon.cdf(x, scale=mean)
+        q = f"A lifetime is exponentially distributed with mean {mean:g} hours. What is P(lifetime < {x:g} hours), in percent?"
+    else:
+        y = round(x + mean * rng.uniform(0.2, 2), 1)
+        p = stats.expon.cdf(y, scale=mean) - stats.expon.cdf(x, scale=mean)
+        q = (f"A lifetime is exponentially distributed with mean {mean:g} hours. What is P({x:g} < lifetime < {y:g} "
+             "hours), in percent?")
+    return q, float(p * 100), "percent"
+
+
 def _sample_std(rng: random.Random, level: int):
     n = {1: 5, 2: 9, 3: 15}[level]
     data = [rng.randrange(1, 100) if level == 1 else round(rng.uniform(-50, 500), 1) for _ in range(n)]
@@ -371,7 +472,9 @@ def _z_test(rng: random.Random, level: int):
 _UNIT_NAMES = {"length": "Convert a length", "mass": "Convert a mass", "pressure": "Convert a pressure",
                "energy": "Convert an energy", "speed": "Convert a speed", "volume": "Convert a volume",
                "area": "Convert an area", "power": "Convert a power", "flow": "Convert a volumetric flow rate",
-               "density": "Convert a density", "data": "Convert an amount of digital data (SI and binary prefixes)"}
+               "density": "Convert a density", "data": "Convert an amount of digital data (SI and binary prefixes)",
+               "angle": "Convert an angle", "force": "Convert a force", "time": "Convert a duration",
+               "frequency": "Convert a frequency"}
 
 CALCULATIONS: dict[str, Calculation] = {c.name: c for c in [
     Calculation("fin_loan_payment", "finance", "The monthly payment of an amortising loan (with a balloon at level 3).",
@@ -390,6 +493,16 @@ CALCULATIONS: dict[str, Calculation] = {c.name: c for c in [
                 "numpy_financial.ipmt", _interest_part),
     Calculation("fin_loan_rate", "finance", "The annual interest rate implied by a loan's monthly payment.",
                 "numpy_financial.rate", _rate),
+    Calculation("fin_growth_rate", "finance", "The compound annual growth rate between a start and an end value.",
+                "numpy_financial.rate", _growth_rate),
+    Calculation("fin_bond_price", "finance", "The price of a coupon bond at a yield to maturity.",
+                "numpy_financial.pv", _bond_price),
+    Calculation("fin_loan_balance", "finance", "The balance still owed on a loan after k payments.",
+                "numpy_financial.fv", _loan_balance),
+    Calculation("fin_principal_part", "finance", "The principal part of one payment of an amortising loan.",
+                "numpy_financial.ppmt", _principal_part),
+    Calculation("fin_mirr", "finance", "The modified internal rate of return of a project's cash flows.",
+                "numpy_financial.mirr", _mirr),
     *[Calculation(f"units_{dim}", "units", f"{text} between units.", "pint Quantity.to", _convert(dim))
       for dim, text in _UNIT_NAMES.items()],
     Calculation("units_temperature", "units", "Convert a temperature between Celsius, Fahrenheit, kelvin and Rankine.",
@@ -408,6 +521,10 @@ CALCULATIONS: dict[str, Calculation] = {c.name: c for c in [
                 "scipy.stats.binom", _binomial_probability),
     Calculation("stats_poisson_probability", "statistics", "A Poisson probability of k events (or at most k).",
                 "scipy.stats.poisson", _poisson_probability),
+    Calculation("stats_t_test", "statistics", "The p-value of a one- or two-sided one-sample t-test.",
+                "scipy.stats.t", _t_test),
+    Calculation("stats_exponential_probability", "statistics", "An exponential distribution's probability of an "
+                "interval.", "scipy.stats.expon", _exponential_probability),
     Calculation("stats_sample_std", "statistics", "The sample standard deviation of a list of values.",
                 "numpy.std(ddof=1)", _sample_std),
     Calculation("stats_z_test", "statistics", "The p-value of a one- or two-sided z-test of a mean.",
