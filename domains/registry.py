@@ -39,7 +39,8 @@ def registry() -> dict[str, Domain]:
     (`domains.tools.domain`: tool_sql, tool_calc, tool_files, tool_docs; `domains.cad.domain`:
     cad_bracket, cad_shaft, cad_table), the professional calculations
     (`domains.professional`: finance, units, physics, statistics), 20 constraint puzzles
-    (`domains.puzzles`, chuk-puzzles-gym) and every reasoning-core generator
+    (`domains.puzzles`, chuk-puzzles-gym), DeepMind's school-maths modules
+    (`domains.mathematics_dataset`) and every reasoning-core generator
     (`domains.reasoning_core.catalogue`; a name another family has keeps that family's)."""
     if not _REGISTRY:
         with _REGISTRY_LOCK:
@@ -50,6 +51,8 @@ def registry() -> dict[str, Domain]:
                 # on first use: it pulls in numpy, pydantic
                 from domains.code.humaneval import HUMANEVAL
                 from domains.long_docs.domain import long_doc_domains
+                # on first use: it pulls in numpy
+                from domains.mathematics_dataset.catalogue import build_md_domains
                 # on first use: it pulls in numpy
                 from domains.professional.domain import professional_domains
                 # on first use: it pulls in chuk_puzzles_gym's games
@@ -71,6 +74,7 @@ def registry() -> dict[str, Domain]:
                          **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains()}
                 built.update({n: d for n, d in build_rc_domains().items() if n not in built})
                 built.update({n: d for n, d in build_puzzle_domains().items() if n not in built})
+                built.update({n: d for n, d in build_md_domains().items() if n not in built})
                 _REGISTRY.update(sorted(built.items()))
                 _BUILT_IN.update(built)
     return _REGISTRY
@@ -138,12 +142,14 @@ def reset_generator_caches() -> None:
     """Forget every built task generator, here and in the upstream workers, so the next task
     comes from a fresh instance (validation's determinism check)."""
     # the families on first use (start-up)
+    from domains.mathematics_dataset.domain import reset_caches as reset_md
     from domains.reasoning_core.domain import reset_caches as reset_rc
     from domains.reasoning_gym.domain import UPSTREAM, reset_caches
 
     reset_caches()
-    reset_rc()
-    UPSTREAM.reset(reset_rc)
+    for reset in (reset_rc, reset_md):
+        reset()
+        UPSTREAM.reset(reset)
 
 
 def upstream_cpu_time() -> float:

@@ -185,3 +185,19 @@ def test_checker_refuses_code_like_input_quickly(candidate):
 def test_checker_never_raises():
     for candidate, reference in ((None, "1"), ("1", None), (b"1", "1"), ("1", 1), ("x" * 10**6, "x")):
         assert check(candidate, reference, "arithmetic__add_or_sub") is False
+
+
+def test_shim_probability_gives_upstream_values(domains):
+    """The integer-arithmetic `SampleWithoutReplacementSpace.probability` makes the same
+    tasks as upstream's sympy one."""
+    from mathematics_dataset.util import probability
+
+    d = domains["probability__swr_p_level_set"]
+    patched = probability.SampleWithoutReplacementSpace.probability
+    fast = [d.generate_entry(seed, level) for level in (1, 3) for seed in range(8)]
+    try:
+        probability.SampleWithoutReplacementSpace.probability = patched.__wrapped__
+        slow = [d.generate_entry(seed, level) for level in (1, 3) for seed in range(8)]
+    finally:
+        probability.SampleWithoutReplacementSpace.probability = patched
+    assert fast == slow
