@@ -1,3 +1,3 @@
-"""The professional family: finance, unit conversion, physics and statistics calculations
-whose answers come from the field's libraries (numpy-financial, pint, scipy.stats)
+"""The professional family: finance, unit conversion, physics, chemistry and statistics calculations
+whose answers come from the field's libraries (numpy-financial, pint, periodictable, scipy.stats)
 (`domains.professional.calculations`), as single-turn domains (`domains.professional.domain`)."""

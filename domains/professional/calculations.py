@@ -6,8 +6,9 @@ where a library has one.
 |---|---|---|
 | finance | `numpy-financial` (numpy's former financial functions) | loan payment, balance, interest and principal parts, rate and periods; future and present value; NPV, IRR, MIRR; growth rate; bond price |
 | units | `pint` (unit registry with SI definitions) | length, mass, temperature, pressure, energy, speed, volume, area, power, flow, density, data, angle, force, time, frequency |
-| physics | `pint` quantities | kinetic energy, electrical power, pressure from force, ideal gas amount |
-| statistics | `scipy.stats` | normal, binomial, Poisson and exponential probabilities, sample standard deviation, z-test and t-test p-values |
+| physics | `pint` quantities and constants | kinetic energy, electrical power, pressure from force, ideal gas amount, gravity, photon energy, heat, pendulum period |
+| chemistry | `periodictable` (standard atomic weights), `pint` | molar mass, moles from mass, molarity, dilution |
+| statistics | `scipy.stats` | normal, binomial, Poisson, exponential and hypergeometric probabilities, sample standard deviation, z-, t- and chi-square test p-values, correlation, regression, confidence intervals |
 
 Every calculation has three levels: 1 uses round inputs and the common units, 2 less
 round inputs and rarer units or options, 3 the rarest units, longer horizons and more
@@ -35,7 +36,7 @@ class Calculation:
 
     Attributes:
         name: Domain name, e.g. "fin_npv".
-        family: "finance", "units", "physics" or "statistics".
+        family: "finance", "units", "physics", "chemistry" or "statistics".
         description: One line for the page.
         oracle: The library call that computes the answer, for the catalogue.
         draw: (rng, level 1..3) -> (question text, answer value, unit of the answer).
@@ -469,6 +470,198 @@ def _z_test(rng: random.Random, level: int):
     return q, float(p * 100), "percent"
 
 
+# ---------------------------------------------------------------- more statistics (scipy.stats)
+
+def _paired_data(rng: random.Random, level: int) -> tuple[list[float], list[float]]:
+    n = {1: 5, 2: 8, 3: 12}[level]
+    slope, intercept = rng.uniform(-3, 3), rng.uniform(-20, 20)
+    xs = [float(rng.randrange(0, 50)) for _ in range(n)]
+    ys = [round(slope * x + intercept + rng.gauss(0, 5 + 10 * (level - 1)), 1) for x in xs]
+    return xs, ys
+
+
+def _listed_pairs(xs: list[float], ys: list[float]) -> str:
+    return "; ".join(f"({x:g}, {y:g})" for x, y in zip(xs, ys))
+
+
+def _correlation(rng: random.Random, level: int):
+    from scipy import stats  # on first use
+
+    while True:
+        xs, ys = _paired_data(rng, level)
+        if len(set(xs)) > 1 and len(set(ys)) > 1:
+            break
+    r = stats.pearsonr(xs, ys).statistic
+    return (f"What is the Pearson correlation coefficient of these (x, y) pairs: {_listed_pairs(xs, ys)}?", float(r), "")
+
+
+def _regression_slope(rng: random.Random, level: int):
+    from scipy import stats  # on first use
+
+    while True:
+        xs, ys = _paired_data(rng, level)
+        if len(set(xs)) > 1:
+            break
+    fit = stats.linregress(xs, ys)
+    which = "slope" if level < 3 or rng.random() < 0.5 else "intercept"
+    return (f"Fit y = a + b x by least squares to these (x, y) pairs: {_listed_pairs(xs, ys)}. What is the "
+            f"{'slope b' if which == 'slope' else 'intercept a'}?", float(getattr(fit, which)), "")
+
+
+def _chi_square(rng: random.Random, level: int):
+    from scipy import stats  # on first use
+
+    rows, cols = (2, 2) if level == 1 else (rng.choice([2, 3]), 3)
+    # near-independent counts (margins times a small perturbation), so p-values spread over (0, 100%)
+    row_w = [rng.uniform(0.5, 1.5) for _ in range(rows)]
+    col_w = [rng.uniform(0.5, 1.5) for _ in range(cols)]
+    size = rng.randrange(10, 40)
+    table = [[max(1, round(size * a * b * rng.uniform(0.7, 1.3))) for b in col_w] for a in row_w]
+    p = stats.chi2_contingency(table, correction=False).pvalue
+    shown = "; ".join(" ".join(str(v) for v in row) for row in table)
+    return (f"A contingency table of counts has rows {shown} (rows separated by semicolons). What is the p-value "
+            "of Pearson's chi-square test of independence (no continuity correction), in percent?",
+            float(p * 100), "percent")
+
+
+def _hypergeometric(rng: random.Random, level: int):
+    from scipy import stats  # on first use
+
+    total = rng.choice([20, 30, 52]) if level == 1 else rng.randrange(20, 200)
+    good = rng.randrange(2, total // 2)
+    draws = rng.randrange(2, min(15, total - 1))
+    k = rng.randrange(0, min(good, draws) + 1)
+    p = stats.hypergeom.pmf(k, total, good, draws)
+    return (f"A box holds {total} items, {good} of them defective. {draws} items are drawn without replacement. "
+            f"What is P(exactly {k} defective among them), in percent?", float(p * 100), "percent")
+
+
+def _confidence_interval(rng: random.Random, level: int):
+    from scipy import stats  # on first use
+
+    n = rng.choice([16, 25, 36]) if level == 1 else rng.randrange(5, 120)
+    s_dev = float(rng.choice([4, 10, 12])) if level == 1 else round(rng.uniform(0.5, 40), 2)
+    conf = 95 if level == 1 else rng.choice([90, 95, 99])
+    half = stats.t.ppf(0.5 + conf / 200, n - 1) * s_dev / math.sqrt(n)
+    return (f"A sample of {n} has sample standard deviation {s_dev:g}. What is the half-width of the {conf}% "
+            "t confidence interval for the mean?", float(half), "")
+
+
+# ---------------------------------------------------------------- chemistry (periodictable, pint)
+
+COMPOUNDS = {
+    "water": "H2O", "carbon dioxide": "CO2", "glucose": "C6H12O6", "sodium chloride": "NaCl", "ammonia": "NH3",
+    "methane": "CH4", "ethanol": "C2H5OH", "sulfuric acid": "H2SO4", "calcium carbonate": "CaCO3",
+    "sodium hydroxide": "NaOH", "nitric acid": "HNO3", "potassium permanganate": "KMnO4", "acetic acid": "CH3COOH",
+    "sucrose": "C12H22O11", "calcium hydroxide": "Ca(OH)2", "iron(III) oxide": "Fe2O3", "ammonium nitrate": "NH4NO3",
+    "copper(II) sulfate pentahydrate": "CuSO4(H2O)5", "aspirin": "C9H8O4", "caffeine": "C8H10N4O2",
+    "magnesium sulfate": "MgSO4", "potassium dichromate": "K2Cr2O7", "sodium bicarbonate": "NaHCO3",
+    "aluminium sulfate": "Al2(SO4)3", "phosphoric acid": "H3PO4", "benzene": "C6H6", "urea": "CO(NH2)2",
+    "silver nitrate": "AgNO3", "barium chloride": "BaCl2", "hydrogen peroxide": "H2O2",
+}
+
+
+def _compound(rng: random.Random, level: int) -> tuple[str, str, float]:
+    import periodictable  # on first use: element tables, ~0.1 s
+
+    names = sorted(COMPOUNDS)
+    name = rng.choice(names[:10] if level == 1 else names)
+    return name, COMPOUNDS[name], float(periodictable.formula(COMPOUNDS[name]).mass)
+
+
+def _molar_mass(rng: random.Random, level: int):
+    import periodictable  # on first use
+
+    name, formula, mass = _compound(rng, 2)
+    if level == 1:
+        return (f"What is the molar mass of {formula} ({name}), in grams per mole? Use standard atomic weights.",
+                mass, "g/mol")
+    if level == 2:
+        moles = round(rng.uniform(0.05, 20), 2)
+        return (f"What is the mass of {moles:g} moles of {name} ({formula}), in grams? Use standard atomic weights.",
+                moles * mass, "grams")
+    parsed = periodictable.formula(formula)
+    element = rng.choice(sorted(str(e) for e in parsed.atoms))
+    share = parsed.mass_fraction[periodictable.elements.symbol(element)] * 100
+    return (f"What percentage of the mass of {name} ({formula}) is {element}? Use standard atomic weights.",
+            float(share), "percent")
+
+
+def _moles_from_mass(rng: random.Random, level: int):
+    name, formula, mass = _compound(rng, level)
+    u = units()
+    amount, unit = (float(rng.randrange(1, 200)), "gram") if level == 1 else (
+        round(rng.uniform(0.1, 500), 2), rng.choice(["gram", "milligram", "kilogram"]))
+    moles = (u.Quantity(amount, unit) / u.Quantity(mass, "gram / mole")).to("mole").magnitude
+    return (f"How many moles are in {amount:g} {unit}s of {name} ({formula})? Use standard atomic weights.",
+            float(moles), "moles")
+
+
+def _molarity(rng: random.Random, level: int):
+    name, formula, mass = _compound(rng, level)
+    u = units()
+    grams = float(rng.randrange(1, 100)) if level == 1 else round(rng.uniform(0.1, 250), 2)
+    volume, v_unit = (float(rng.randrange(1, 5)), "liter") if level == 1 else (
+        float(rng.randrange(50, 2000, 50)), "milliliter")
+    molar = (u.Quantity(grams, "gram") / u.Quantity(mass, "gram / mole") / u.Quantity(volume, v_unit)).to("mole / liter")
+    return (f"{grams:g} grams of {name} ({formula}) are dissolved in water to make {volume:g} {v_unit}s of solution. "
+            "What is its molarity, in moles per liter?", float(molar.magnitude), "mol/L")
+
+
+def _dilution(rng: random.Random, level: int):
+    u = units()
+    c1 = float(rng.choice([1, 2, 6, 12])) if level == 1 else round(rng.uniform(0.5, 18), 2)
+    c2 = round(c1 * rng.uniform(0.05, 0.8), 3)
+    v2, v_unit = (float(rng.randrange(100, 1000, 50)), "milliliter") if level < 3 else (
+        round(rng.uniform(0.1, 5), 2), "liter")
+    v1 = (u.Quantity(c2, "mole / liter") * u.Quantity(v2, v_unit) / u.Quantity(c1, "mole / liter")).to("milliliter")
+    return (f"How many milliliters of a {c1:g} mol/L stock solution are needed to make {v2:g} {v_unit}s of a "
+            f"{c2:g} mol/L solution?", float(v1.magnitude), "milliliters")
+
+
+# ---------------------------------------------------------------- more physics (pint constants)
+
+def _gravity(rng: random.Random, level: int):
+    u = units()
+    m1, m2 = float(rng.randrange(1, 1000)), float(rng.randrange(1, 1000))
+    r, r_unit = (float(rng.randrange(1, 20)), "meter") if level < 3 else (round(rng.uniform(0.1, 50), 2), "centimeter")
+    force = (u.gravitational_constant * u.Quantity(m1, "kilogram") * u.Quantity(m2, "kilogram")
+             / u.Quantity(r, r_unit) ** 2).to("nanonewton")
+    return (f"Two masses of {m1:g} kg and {m2:g} kg are {r:g} {r_unit}s apart. What is the gravitational force "
+            "between them, in nanonewtons?", float(force.magnitude), "nanonewtons")
+
+
+def _photon_energy(rng: random.Random, level: int):
+    u = units()
+    wavelength = float(rng.randrange(380, 750)) if level == 1 else float(rng.randrange(100, 3000))
+    target = "electron_volt" if level < 3 else rng.choice(["electron_volt", "attojoule"])
+    energy = (u.planck_constant * u.speed_of_light / u.Quantity(wavelength, "nanometer")).to(target)
+    return (f"What is the energy of one photon of wavelength {wavelength:g} nm, in {spoken(target)}s?",
+            float(energy.magnitude), spoken(target))
+
+
+def _heat(rng: random.Random, level: int):
+    u = units()
+    materials = {"water": 4.186, "aluminium": 0.897, "copper": 0.385, "iron": 0.449}
+    name = "water" if level == 1 else rng.choice(sorted(materials))
+    mass, m_unit = (float(rng.randrange(1, 10)), "kilogram") if level == 1 else (float(rng.randrange(50, 5000)), "gram")
+    dt = float(rng.randrange(1, 80))
+    target = "kilojoule" if level < 3 else rng.choice(["kilojoule", "kilocalorie", "watt_hour"])
+    heat = (u.Quantity(mass, m_unit) * u.Quantity(materials[name], "joule / gram / kelvin")
+            * u.Quantity(dt, "delta_degC")).to(target)
+    return (f"How much heat raises {mass:g} {m_unit}s of {name} (specific heat {materials[name]} J/(g K)) by {dt:g} "
+            f"degrees Celsius, in {spoken(target)}s?", float(heat.magnitude), spoken(target))
+
+
+def _pendulum(rng: random.Random, level: int):
+    u = units()
+    length, l_unit = (float(rng.randrange(1, 10)), "meter") if level == 1 else (
+        float(rng.randrange(5, 500)), rng.choice(["centimeter", "inch", "foot"]))
+    period = (2 * math.pi * (u.Quantity(length, l_unit) / u.standard_gravity) ** 0.5).to("second")
+    return (f"What is the period of a simple pendulum of length {length:g} {l_unit}, for small swings, in seconds? "
+            "Use standard gravity (9.80665 m/s^2).", float(period.magnitude), "seconds")
+
+
 _UNIT_NAMES = {"length": "Convert a length", "mass": "Convert a mass", "pressure": "Convert a pressure",
                "energy": "Convert an energy", "speed": "Convert a speed", "volume": "Convert a volume",
                "area": "Convert an area", "power": "Convert a power", "flow": "Convert a volumetric flow rate",
@@ -525,6 +718,30 @@ CALCULATIONS: dict[str, Calculation] = {c.name: c for c in [
                 "scipy.stats.t", _t_test),
     Calculation("stats_exponential_probability", "statistics", "An exponential distribution's probability of an "
                 "interval.", "scipy.stats.expon", _exponential_probability),
+    Calculation("stats_correlation", "statistics", "The Pearson correlation coefficient of paired data.",
+                "scipy.stats.pearsonr", _correlation),
+    Calculation("stats_regression", "statistics", "The slope or intercept of a least-squares line.",
+                "scipy.stats.linregress", _regression_slope),
+    Calculation("stats_chi_square", "statistics", "The p-value of a chi-square test of independence.",
+                "scipy.stats.chi2_contingency", _chi_square),
+    Calculation("stats_hypergeometric", "statistics", "A hypergeometric probability (drawing without replacement).",
+                "scipy.stats.hypergeom", _hypergeometric),
+    Calculation("stats_confidence_interval", "statistics", "The half-width of a t confidence interval for a mean.",
+                "scipy.stats.t.ppf", _confidence_interval),
+    Calculation("chem_molar_mass", "chemistry", "Molar mass, the mass of some moles, and an element's mass share.",
+                "periodictable.formula(...).mass", _molar_mass),
+    Calculation("chem_moles", "chemistry", "Moles of a compound in a given mass.", "periodictable, pint", _moles_from_mass),
+    Calculation("chem_molarity", "chemistry", "The molarity of a solution from a dissolved mass and a volume.",
+                "periodictable, pint", _molarity),
+    Calculation("chem_dilution", "chemistry", "The stock volume a dilution needs (c1 V1 = c2 V2).", "pint", _dilution),
+    Calculation("phys_gravity", "physics", "Newton's gravitational force between two masses.",
+                "pint, gravitational_constant", _gravity),
+    Calculation("phys_photon_energy", "physics", "The energy of a photon of a given wavelength.",
+                "pint, planck_constant and speed_of_light", _photon_energy),
+    Calculation("phys_heat", "physics", "The heat that warms a mass of a material by some degrees.",
+                "pint quantities", _heat),
+    Calculation("phys_pendulum", "physics", "The small-swing period of a simple pendulum.",
+                "pint, standard_gravity", _pendulum),
     Calculation("stats_sample_std", "statistics", "The sample standard deviation of a list of values.",
                 "numpy.std(ddof=1)", _sample_std),
     Calculation("stats_z_test", "statistics", "The p-value of a one- or two-sided z-test of a mean.",

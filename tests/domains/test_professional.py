@@ -16,7 +16,7 @@ from domains.professional.domain import CalculationDomain
 @pytest.mark.parametrize("name", sorted(CALCULATIONS))
 def test_every_calculation_scores_its_reference_and_rejects_others(name):
     d = registry.get_domain(name)
-    assert isinstance(d, CalculationDomain) and d.family in ("finance", "units", "physics", "statistics")
+    assert isinstance(d, CalculationDomain) and d.family in ("finance", "units", "physics", "chemistry", "statistics")
     tasks = [d.make_task(seed, level) for level in d.levels for seed in range(6)]
     assert len({t.question for t in tasks}) >= 12
     answers = [t.answer for t in tasks]
