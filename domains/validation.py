@@ -12,7 +12,11 @@ join a mix). Per level:
   and the prompt-length distribution in characters (min, p10, p50, p90, max).
 - **determinism**: the first seeds regenerated from a fresh generator give the same tasks;
   `validate` also regenerates them in a child process with another PYTHONHASHSEED (set
-  iteration order differs there), so hidden dependence on hash order is caught.
+  iteration order differs there), so hidden dependence on hash order is caught. Generators
+  that run in the upstream workers (`domains.upstream`: reasoning-gym, reasoning-core,
+  mathematics-dataset) hash strings with the workers' fixed seed in every process, so
+  for them the child checks a fresh process; the in-process families are checked under
+  the child's own seed.
 - **verifier** on `n_verify` tasks: the reference answer, written in the domain's answer
   format, must pass (correct = 1, reward = 1); wrong answers (other tasks' reference
   answers that differ) must not pass; blank answers ("", "Answer:", empty tags) and
@@ -27,6 +31,10 @@ backend they fail validation with that reason (they can't be trained here either
 
     reports = validate(["chain_sum", "maze"], n_tasks=100)
     reports[0]["passed"], reports[0]["reasons"]      # True, []
+
+A fresh install reads the reports shipped with the built-in domains
+(`domains.shipped_validations`, refreshed with `rlwb domains validate --all --ship`) until
+the user validates a domain here (`current_validations`, `validation_report`).
 """
 
 from __future__ import annotations

@@ -108,6 +108,23 @@ def test_catalogue_filters_narrow_the_table(tmp_path, monkeypatch):
     assert _table(at).empty  # no multi-turn arithmetic domain
     _ok(at)
 
+    at.multiselect(key="dom_family").set_value([]).run()
+    at.multiselect(key="dom_kind").set_value([]).run()
+    at.multiselect(key="dom_source").select("reasoning-core").run()
+    rc = _table(at)
+    assert len(rc) >= 45 and set(rc["source"]) == {"reasoning-core"} and set(rc["license"]) == {"MIT"}
+    at.multiselect(key="dom_license").select("Apache-2.0").run()
+    assert _table(at).empty  # reasoning-core is MIT
+    _ok(at)
+
+
+def test_family_overview_counts_every_domain(tmp_path, monkeypatch):
+    at = _open(_db(tmp_path, [_report("chain_sum", True)]), monkeypatch)
+    families = _frame_with(at, "median gen ms").set_index("family")
+    assert families["domains"].sum() == len(registry()) and families.loc["arithmetic", "passed"] == 1
+    assert families.loc["puzzles", "sources"] == "chuk-puzzles-gym" and families.loc["finance", "domains"] >= 10
+    assert not any("Config(" in d.description or "](" in d.description for d in registry().values())
+
 
 def test_try_the_verifier_scores_reference_and_wrong_answers(tmp_path, monkeypatch):
     at = _open(_db(tmp_path), monkeypatch)
