@@ -54,11 +54,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Hashable
+from importlib import metadata
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
 from core.errors import GenerationTimeout, UpstreamCrash
+
+
+def package_version(distribution: str) -> str:
+    """The installed version of a distribution ("reasoning-gym" -> "0.1.25"), or "not
+    installed": what a domain's `source` names, and so what its shipped validation is of."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 # Every worker hashes strings alike: generators that iterate a set of strings (reasoning-core's
 # planning, table_qa, logic_qa ...; reasoning-gym's ransom_note, word_ladder ...) give the

@@ -35,22 +35,15 @@ import functools
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from core.errors import ConfigError
 from domains.mathematics_dataset import checker, shim
 from domains.reasoning_gym.domain import GLOBAL_STATE, ReasoningGymDomain, seeded_global_random
+from domains.upstream import package_version
 
 
-def _version() -> str:
-    try:
-        return metadata.version("mathematics-dataset")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-MD_VERSION = _version()
+MD_VERSION = package_version("mathematics-dataset")
 TRAIN_LEVELS = ("train-easy", "train-medium", "train-hard")  # levels 1, 2, 3 of a training module
 EXTRAPOLATE = "extrapolate"  # level 1 of an extrapolation-only module
 MAX_TRIES = 1000  # draws of a problem before its length filter gives up

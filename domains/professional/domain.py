@@ -18,29 +18,19 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from importlib import metadata
 
 from core.errors import ConfigError
 from domains.answers import MAX_COMPLETION_CHARS, extract_answer, malformed, parse_number
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
                               TextDomain, as_int, check_difficulty)
 from domains.professional.calculations import Calculation
+from domains.upstream import package_version
 
 LEVELS = {1: "round inputs, common units and options", 2: "less round inputs, rarer units and options",
           3: "the rarest units, longer horizons, more cash flows, two-sided and interval questions"}
 
 
-def _versions() -> str:
-    found = []
-    for package in ("numpy-financial", "pint", "scipy"):
-        try:
-            found.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{package} not installed")
-    return ", ".join(found)
-
-
-ORACLE_VERSIONS = _versions()
+ORACLE_VERSIONS = ", ".join(f"{p} {package_version(p)}" for p in ("numpy-financial", "pint", "periodictable", "scipy"))
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,7 +33,6 @@ with one stored solution although many puzzles have several.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 from core.errors import ConfigError, WorkbenchError
@@ -41,20 +40,14 @@ from domains.answers import extract_answer
 from domains.contract import (CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, TAG_INSTRUCTION, Task, TextDomain,
                               as_int, check_difficulty)
 from domains.puzzles.games import GAMES, GameSpec
+from domains.upstream import package_version
 
 PACKAGE = "chuk-puzzles-gym"
 CANDIDATE_STRIDE = 2**40  # candidate k of task seed s is package seed s + k * 2**40
 MAX_CANDIDATES = 200  # binary: ~75% of stored solutions repeat a row or column; 0.8**200 ~ 4e-20
 
 
-def _version() -> str:
-    try:
-        return metadata.version(PACKAGE)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-PACKAGE_VERSION = _version()
+PACKAGE_VERSION = package_version(PACKAGE)
 
 
 class PuzzleGenerationError(WorkbenchError):

@@ -21,6 +21,9 @@ processes with their time limits) whose entries come from reasoning-core instead
   too. Either way a seed gave another task on every call. In gramforge's `generate` module
   and in each generator's own module, `random` is `_RandomFromGlobal` here: a seedless
   `seed()` or `Random()` draws its seed from the (seeded) global RNG instead.
+- **Faker**: generators that draw names and words from Faker share its module-level RNG,
+  seeded from the OS at import; it is reseeded from the seeded global RNG before each task
+  (`_seed_faker`).
 - **time limits**: upstream retries a generation that ran past its own SIGALRM limit,
   with the RNG moved on; its limit is set far beyond `GENERATION_TIMEOUT_S`, so the
   worker's limit always comes first and a task is never a retry's.
@@ -41,20 +44,13 @@ import random
 import sys
 import warnings
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from domains.reasoning_gym.domain import GLOBAL_STATE, ReasoningGymDomain, seeded_global_random
+from domains.upstream import package_version
 
 
-def _version() -> str:
-    try:
-        return metadata.version("reasoning-core")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-RC_VERSION = _version()
+RC_VERSION = package_version("reasoning-core")
 UPSTREAM_LIMIT_S = 3600  # upstream's own per-example SIGALRM limit: never reached (see above)
 # entry metadata that varies between calls, machines or checkouts, not with the task
 VOLATILE_KEYS = ("_time", "_generator_commit", "_prompt_tokens", "_answer_tokens", "_cot_tokens")
@@ -93,6 +89,7 @@ class ReasoningCoreDomain(ReasoningGymDomain):
         with GLOBAL_STATE, seeded_global_random(f"reasoning-core {self.name} {difficulty} {seed}"), \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            _seed_faker()
             example = task.generate_example(level=self.levels[difficulty], timeout=UPSTREAM_LIMIT_S)
         meta = {k: v for k, v in dict(example.metadata).items() if k not in VOLATILE_KEYS}
         return {"question": example.prompt, "answer": str(example.answer), "metadata": meta}
@@ -107,6 +104,14 @@ class ReasoningCoreDomain(ReasoningGymDomain):
 
     def _build(self, difficulty: int) -> None:
         _generator(self.name, self.levels[difficulty])
+
+
+def _seed_faker() -> None:
+    """Reseed Faker's shared RNG (`faker.generator.random`) from the global RNG, when a
+    generator has loaded Faker (see the module docstring)."""
+    faker_generator = sys.modules.get("faker.generator")
+    if faker_generator is not None:
+        faker_generator.random.seed(random.getrandbits(64))
 
 
 class _RandomFromGlobal:
@@ -131,24 +136,43 @@ class _WordCounter:
         return str(text).split()
 
 
+@functools.lru_cache(maxsize=1)
+def _task_classes() -> dict[str, type]:
+    """Every reasoning-core generator's class by name, imported once per process in one
+    order with Faker's and the global RNGs seeded: some modules draw word lists at import
+    (`wordlist = fake.words(...)`), so which words a process gets must not depend on which
+    generator it imported first. Also points upstream's tokenizer at `_WordCounter` and its
+    modules' `random` at `_RandomFromGlobal` (see the module docstring)."""
+    import faker.generator  # on first use
+    import reasoning_core  # on first use: the generators pull in their own libraries
+    from reasoning_core import template
+
+    os.environ.setdefault("SOURCE_COMMIT", f"reasoning-core {RC_VERSION}")  # else a `git` call per task
+    template._load_tokenizer = _WordCounter  # no tiktoken download
+    classes = {}
+    with GLOBAL_STATE, seeded_global_random("reasoning-core imports"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        faker.generator.random.seed(0)
+        for name in sorted(reasoning_core.list_tasks()):
+            with contextlib.suppress(ImportError):  # a generator whose own imports fail is skipped
+                classes[name] = reasoning_core.DATASETS[name]._resolved
+    modules = {sys.modules[cls.__module__] for cls in classes.values()}
+    with contextlib.suppress(ImportError):
+        modules.add(importlib.import_module("gramforge.generate"))
+    for module in modules:
+        if getattr(module, "random", None) is random:
+            module.random = _RandomFromGlobal()
+    return classes
+
+
 @functools.lru_cache(maxsize=None)
 def _generator(name: str, level: int) -> Any:
     """The reasoning-core Task for `name` built at 0-based `level` (cached per process),
     built with the global RNGs seeded (a task's set-up may draw from them)."""
-    import reasoning_core  # on first use: a generator pulls in its own libraries
-    from reasoning_core import template
-
-    os.environ.setdefault("SOURCE_COMMIT", f"reasoning-core {RC_VERSION}")  # else a `git` call per task
-    template._load_tokenizer = _WordCounter  # no tiktoken download; see the module docstring
-    task_cls = reasoning_core.DATASETS[name]._resolved
-    modules = [sys.modules[task_cls.__module__]]
-    with contextlib.suppress(ImportError):
-        modules.append(importlib.import_module("gramforge.generate"))
-    for module in modules:  # see the module docstring
-        if getattr(module, "random", None) is random:
-            module.random = _RandomFromGlobal()
+    task_cls = _task_classes()[name]
     with GLOBAL_STATE, seeded_global_random(f"reasoning-core {name} {level} build"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        _seed_faker()
         config_cls = task_cls.config_cls or type(task_cls().config)
         return task_cls(config=config_cls(level=level))
 

@@ -27,7 +27,6 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -38,16 +37,9 @@ from domains.answers import extract_answer, numeric_answer
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, PASS_THRESHOLD, SYSTEM_PROMPT,
                               TAG_INSTRUCTION, TextDomain, Task, as_int, check_difficulty)
 from domains.splits import heldout_item, is_heldout, split_pool
-from domains.upstream import Setup, WorkerPool
+from domains.upstream import Setup, WorkerPool, package_version
 
-def _reasoning_gym_version() -> str:
-    try:
-        return metadata.version("reasoning-gym")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-RG_VERSION = _reasoning_gym_version()
+RG_VERSION = package_version("reasoning-gym")
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity; hashable

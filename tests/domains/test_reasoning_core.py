@@ -13,7 +13,7 @@ from domains.reasoning_core.domain import RC_VERSION, ReasoningCoreDomain
 # one deterministic domain of each family
 SAMPLE = {"logic": "logic_qa", "state_tracking": "rule_switching", "mathematics": "equation_system",
           "spatial_causal": "most_probable_outcome", "formal_languages": "regex_reasoning",
-          "graphs_planning": "planning", "sets_tables": "table_qa"}
+          "graphs_planning": "planning", "sets_tables": "set_missing_element"}
 
 
 def test_catalogue_registers_every_generator_but_the_skipped_ones():
