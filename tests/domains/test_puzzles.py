@@ -23,13 +23,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("chuk_puzzles_gym")
-
-from domains.conformance import check_domain  # noqa: E402
-from domains.contract import FORMAT_WEIGHT, Task  # noqa: E402
-from domains.puzzles import games as G  # noqa: E402
-from domains.puzzles.catalogue import build_puzzle_domains  # noqa: E402
-from domains.puzzles.domain import PuzzleDomain, generate  # noqa: E402
+from domains.conformance import check_domain
+from domains.contract import FORMAT_WEIGHT, Task
+from domains.puzzles import games as G
+from domains.puzzles import rules as R
+from domains.puzzles.catalogue import build_puzzle_domains
+from domains.puzzles.domain import PuzzleDomain, generate
 
 DOMAINS = build_puzzle_domains()
 CASES = [(name, level) for name, d in DOMAINS.items() for level in d.levels]
@@ -254,8 +253,8 @@ def test_sudoku_accepts_a_valid_solution_that_is_not_the_stored_one():
     assert G.GAMES["sudoku"].check(task.entry["puzzle"], _grid(task.answer))
     # a Latin square whose boxes repeat digits is refused; a real sudoku passes
     empty = {"givens": [[0] * 9 for _ in range(9)]}
-    assert not G.check_sudoku(empty, [[(r + c) % 9 + 1 for c in range(9)] for r in range(9)])
-    assert G.check_sudoku(empty, [[(r * 3 + r // 3 + c) % 9 + 1 for c in range(9)] for r in range(9)])
+    assert not R.check_sudoku(empty, [[(r + c) % 9 + 1 for c in range(9)] for r in range(9)])
+    assert R.check_sudoku(empty, [[(r * 3 + r // 3 + c) % 9 + 1 for c in range(9)] for r in range(9)])
 
 
 def test_other_valid_answers_pass():
@@ -284,46 +283,46 @@ def test_other_valid_answers_pass():
 def test_rules_on_hand_made_boards():
     # numberlink: a number's cells must be connected
     facts = {"size": 3, "pairs": 2, "givens": [[1, 0, 1], [0, 0, 0], [2, 0, 2]]}
-    assert G.check_numberlink(facts, [[1, 1, 1], [2, 2, 2], [2, 2, 2]])
-    assert not G.check_numberlink(facts, [[1, 2, 1], [2, 2, 2], [2, 2, 2]])
+    assert R.check_numberlink(facts, [[1, 1, 1], [2, 2, 2], [2, 2, 2]])
+    assert not R.check_numberlink(facts, [[1, 2, 1], [2, 2, 2], [2, 2, 2]])
     # tents: each tree has its tent and the counts hold, but tents may not touch diagonally
     trees = [[0, 0], [2, 2]]
-    assert G.check_tents({"size": 3, "trees": trees, "rows": [1, 0, 1], "cols": [0, 2, 0]}, [(1, 2), (3, 2)])
-    assert not G.check_tents({"size": 3, "trees": trees, "rows": [0, 1, 1], "cols": [1, 1, 0]}, [(2, 1), (3, 2)])
+    assert R.check_tents({"size": 3, "trees": trees, "rows": [1, 0, 1], "cols": [0, 2, 0]}, [(1, 2), (3, 2)])
+    assert not R.check_tents({"size": 3, "trees": trees, "rows": [0, 1, 1], "cols": [1, 1, 0]}, [(2, 1), (3, 2)])
     # bridges: degrees and connectivity hold, but two bridges cross at the centre
     facts = {"size": 3, "islands": [[0, 1, 2], [0, 2, 2], [1, 0, 1], [1, 2, 2], [2, 1, 1]]}
-    assert not G.check_bridges(facts, [(1, 2, 3, 2, 1), (2, 1, 2, 3, 1), (1, 2, 1, 3, 1), (1, 3, 2, 3, 1)])
+    assert not R.check_bridges(facts, [(1, 2, 3, 2, 1), (2, 1, 2, 3, 1), (1, 2, 1, 3, 1), (1, 3, 2, 3, 1)])
     # bridges: no bridge over an island; all islands connected
     facts = {"size": 3, "islands": [[0, 0, 1], [0, 1, 2], [0, 2, 1]]}
-    assert G.check_bridges(facts, [(1, 1, 1, 2, 1), (1, 2, 1, 3, 1)])
-    assert not G.check_bridges(facts, [(1, 1, 1, 3, 1)])
-    assert not G.check_bridges({"size": 3, "islands": [[0, 0, 1], [0, 1, 1], [2, 0, 1], [2, 1, 1]]},
+    assert R.check_bridges(facts, [(1, 1, 1, 2, 1), (1, 2, 1, 3, 1)])
+    assert not R.check_bridges(facts, [(1, 1, 1, 3, 1)])
+    assert not R.check_bridges({"size": 3, "islands": [[0, 0, 1], [0, 1, 1], [2, 0, 1], [2, 1, 1]]},
                                [(1, 1, 1, 2, 1), (3, 1, 3, 2, 1)])
     # scheduler: dependencies, one task at a time per worker, the makespan bound
     facts = {"durations": [2, 3], "workers": 1, "deps": [[0, 1]], "makespan": 5}
-    assert G.check_scheduler(facts, [(1, 1, 0), (2, 1, 2)])
-    assert not G.check_scheduler(facts, [(1, 1, 0), (2, 1, 1)])
-    assert not G.check_scheduler({**facts, "makespan": 4}, [(1, 1, 0), (2, 1, 2)])
-    assert not G.check_scheduler({**facts, "workers": 2, "deps": []}, [(1, 1, 0), (2, 2, 0), (2, 1, 2)])
+    assert R.check_scheduler(facts, [(1, 1, 0), (2, 1, 2)])
+    assert not R.check_scheduler(facts, [(1, 1, 0), (2, 1, 1)])
+    assert not R.check_scheduler({**facts, "makespan": 4}, [(1, 1, 0), (2, 1, 2)])
+    assert not R.check_scheduler({**facts, "workers": 2, "deps": []}, [(1, 1, 0), (2, 2, 0), (2, 1, 2)])
     # sokoban (5x5, walls around): push the box up onto the goal; no push into a wall
     walls = [[r, c] for r in range(5) for c in range(5) if r in (0, 4) or c in (0, 4)]
     facts = {"size": 5, "walls": walls, "boxes": [[2, 2]], "goals": [[1, 2]], "player": [3, 2]}
-    assert G.check_sokoban(facts, ["U"])
-    assert not G.check_sokoban(facts, ["U", "U"])  # the box into the wall
-    assert not G.check_sokoban(facts, ["D", "U"])  # the player into the wall
+    assert R.check_sokoban(facts, ["U"])
+    assert not R.check_sokoban(facts, ["U", "U"])  # the box into the wall
+    assert not R.check_sokoban(facts, ["D", "U"])  # the player into the wall
     # cryptarithmetic: A + BC = BD; distinct digits, no leading zero
     facts = {"operands": ["A", "BC"], "result": "BD", "letters": ["A", "B", "C", "D"], "given": []}
-    assert G.check_crypt(facts, {"A": 5, "B": 1, "C": 2, "D": 7})
-    assert not G.check_crypt(facts, {"A": 5, "B": 0, "C": 1, "D": 6})  # 5 + 01 = 06: leading zeros
-    assert not G.check_crypt(facts, {"A": 5, "B": 1, "C": 1, "D": 6})  # B and C share a digit
-    assert not G.check_crypt({**facts, "given": [["A", 4]]}, {"A": 5, "B": 1, "C": 2, "D": 7})
+    assert R.check_crypt(facts, {"A": 5, "B": 1, "C": 2, "D": 7})
+    assert not R.check_crypt(facts, {"A": 5, "B": 0, "C": 1, "D": 6})  # 5 + 01 = 06: leading zeros
+    assert not R.check_crypt(facts, {"A": 5, "B": 1, "C": 1, "D": 6})  # B and C share a digit
+    assert not R.check_crypt({**facts, "given": [["A", 4]]}, {"A": 5, "B": 1, "C": 2, "D": 7})
     # kenken: '-' and '/' cages of two cells
-    assert G._cage_value_ok([4, 2], "/", 2) and not G._cage_value_ok([4, 3], "/", 1)
-    assert G._cage_value_ok([1, 3], "-", 2) and not G._cage_value_ok([1, 3, 5], "-", 2)
+    assert R.cage_value_ok([4, 2], "/", 2) and not R.cage_value_ok([4, 3], "/", 1)
+    assert R.cage_value_ok([1, 3], "-", 2) and not R.cage_value_ok([1, 3, 5], "-", 2)
     # nonogram: runs, with [0] meaning an empty line
     facts = {"size": 3, "rows": [[1, 1], [0], [3]], "cols": [[1, 1], [1], [1, 1]]}
-    assert G.check_nonogram(facts, [[1, 0, 1], [0, 0, 0], [1, 1, 1]])
-    assert not G.check_nonogram(facts, [[1, 1, 0], [0, 0, 0], [1, 1, 1]])
+    assert R.check_nonogram(facts, [[1, 0, 1], [0, 0, 0], [1, 1, 1]])
+    assert not R.check_nonogram(facts, [[1, 1, 0], [0, 0, 0], [1, 1, 1]])
 
 
 # --- bad replies ---------------------------------------------------------------------------
@@ -362,7 +361,7 @@ def test_fast_helpers_match_the_package():
     spec = G.GAMES["rush_hour"]
     for seed in range(3):
         game = generate(spec, "easy", seed)
-        path = G.rush_hour_path(game.size, [tuple(v) for v in G._vehicle_rows(game)])
+        path = R.rush_hour_path(game.size, [tuple(v) for v in G._vehicle_rows(game)])
         assert path and type(game)._solve_bfs(game) == game._solve_bfs() == len(path)
     # cryptarithmetic: the package's brute force (small puzzles: it tries every permutation)
     game = AVAILABLE_GAMES["cryptarithmetic"](difficulty="easy", seed=0)
@@ -371,9 +370,9 @@ def test_fast_helpers_match_the_package():
         letters = sorted(set("".join(operands) + result))
         leading = {w[0] for w in operands + [result]}
         slow = type(game)._verify_unique_solution(game, letters, leading, operands, result)
-        fast = G.crypt_solutions(letters, leading, operands, result, cap=2)
+        fast = R.crypt_solutions(letters, leading, operands, result, cap=2)
         assert slow == (fast[0] if len(fast) == 1 else None), (operands, result)
-    assert G.crypt_solutions(["D", "E", "M", "N", "O", "R", "S", "Y"], {"S", "M"}, ["SEND", "MORE"], "MONEY") == [
+    assert R.crypt_solutions(["D", "E", "M", "N", "O", "R", "S", "Y"], {"S", "M"}, ["SEND", "MORE"], "MONEY") == [
         {"D": 7, "E": 5, "M": 1, "N": 6, "O": 0, "R": 8, "S": 9, "Y": 2}]
 
 
@@ -403,7 +402,7 @@ def test_candidates_skip_fallbacks_and_broken_references(monkeypatch):
     assert task.entry["package_seed"] == 9 + D.CANDIDATE_STRIDE and "AB + CD = EF" not in task.question
     # binary: most stored solutions repeat a row or column; the served one never does
     task = DOMAINS["puzzle_binary"].make_task(0, 1)
-    assert task.entry["package_seed"] != 0 and G.check_binary(task.entry["puzzle"], _grid(task.answer))
+    assert task.entry["package_seed"] != 0 and R.check_binary(task.entry["puzzle"], _grid(task.answer))
     # a game whose checker refuses every reference: an error after MAX_CANDIDATES, no endless loop
     monkeypatch.setattr(D, "MAX_CANDIDATES", 3)
     with pytest.raises(D.PuzzleGenerationError):
