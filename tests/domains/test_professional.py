@@ -9,7 +9,8 @@ import pytest
 
 from core.errors import ConfigError
 from domains import registry
-from domains.professional.calculations import CALCULATIONS, spoken
+from domains.professional.calculations import CALCULATIONS
+from domains.professional.science import spoken
 from domains.professional.domain import CalculationDomain
 
 
