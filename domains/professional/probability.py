@@ -185,8 +185,8 @@ def hypergeometric(rng: random.Random, level: int):
 def confidence_interval(rng: random.Random, level: int):
     from scipy import stats  # on first use
 
-    n = rng.choice([16, 25, 36]) if level == 1 else rng.randrange(5, 120)
-    s_dev = float(rng.choice([4, 10, 12])) if level == 1 else round(rng.uniform(0.5, 40), 2)
+    n = rng.choice([9, 16, 25, 36, 49, 64, 81, 100]) if level == 1 else rng.randrange(5, 120)
+    s_dev = float(rng.randrange(2, 21)) if level == 1 else round(rng.uniform(0.5, 40), 2)
     conf = 95 if level == 1 else rng.choice([90, 95, 99])
     half = stats.t.ppf(0.5 + conf / 200, n - 1) * s_dev / math.sqrt(n)
     return (f"A sample of {n} has sample standard deviation {s_dev:g}. What is the half-width of the {conf}% "

@@ -67,7 +67,7 @@ def convert(dimension: str):
         pool = [u for lv in range(level) for u in UNIT_SETS[dimension][lv]]
         src, dst = rng.sample(pool, 2)
         if level == 1:
-            value = float(rng.choice([1, 2, 5, 10, 12, 20, 25, 50, 100, 250]))
+            value = float(rng.choice([1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 75, 100, 250, 500]))
         else:
             value = round(rng.uniform(0.5, 5000), rng.choice([0, 1, 2]))
         u = units()
@@ -106,8 +106,8 @@ def kinetic_energy(rng: random.Random, level: int):
 
 def electrical_power(rng: random.Random, level: int):
     u = units()
-    volts = float(rng.choice([5, 12, 120, 230]) if level == 1 else rng.randrange(1, 500))
-    ohms = float(rng.choice([2, 4, 10, 100]) if level == 1 else rng.randrange(1, 2000))
+    volts = float(rng.choice([1.5, 3, 5, 6, 9, 12, 24, 48, 120, 230]) if level == 1 else rng.randrange(1, 500))
+    ohms = float(rng.choice([1, 2, 4, 5, 8, 10, 20, 50, 100, 1000]) if level == 1 else rng.randrange(1, 2000))
     r_unit = "ohm" if level < 3 else rng.choice(["ohm", "kiloohm"])
     r = u.Quantity(ohms, r_unit)
     target = "watt" if level < 3 else rng.choice(["watt", "milliwatt", "kilowatt"])
@@ -250,7 +250,7 @@ def heat(rng: random.Random, level: int):
 
 def pendulum(rng: random.Random, level: int):
     u = units()
-    length, l_unit = (float(rng.randrange(1, 10)), "meter") if level == 1 else (
+    length, l_unit = (rng.randrange(1, 41) / 2, "meter") if level == 1 else (
         float(rng.randrange(5, 500)), rng.choice(["centimeter", "inch", "foot"]))
     period = (2 * math.pi * (u.Quantity(length, l_unit) / u.standard_gravity) ** 0.5).to("second")
     return (f"What is the period of a simple pendulum of length {length:g} {l_unit}, for small swings, in seconds? "
