@@ -19,8 +19,9 @@ processes with their time limits) whose entries come from reasoning-core instead
   derivation with `random.seed(seed)`, and its callers pass no seed, which reseeds Python's
   global RNG from `os.urandom`; some generators make a `random.Random()`, seeded from the OS
   too. Either way a seed gave another task on every call. In gramforge's `generate` module
-  and in each generator's own module, `random` is `_RandomFromGlobal` here: a seedless
-  `seed()` or `Random()` draws its seed from the (seeded) global RNG instead.
+  and in reasoning-core's own modules, `random` is `_RandomFromGlobal` here and `np` is
+  `_NumpyFromGlobal`: a seedless `seed()`, `Random()` or `np.random.default_rng()` draws
+  its seed from the (seeded) global RNG instead.
 - **Faker**: generators that draw names and words from Faker share its module-level RNG,
   seeded from the OS at import; it is reseeded from the seeded global RNG before each task
   (`_seed_faker`).
@@ -45,6 +46,8 @@ import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from domains.reasoning_gym.domain import GLOBAL_STATE, ReasoningGymDomain, seeded_global_random
 from domains.upstream import package_version
@@ -129,6 +132,27 @@ class _RandomFromGlobal:
         return getattr(random, name)
 
 
+class _NumpyRandomFromGlobal:
+    """`numpy.random` as a generator's module sees it: a seedless `default_rng()` takes its
+    seed from Python's global RNG (seeded per task here), not from the OS."""
+
+    def default_rng(self, seed: Any = None) -> np.random.Generator:
+        return np.random.default_rng(random.getrandbits(64) if seed is None else seed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np.random, name)
+
+
+class _NumpyFromGlobal:
+    """`numpy` as a generator's module sees it: everything numpy's own but `random`
+    (`_NumpyRandomFromGlobal`)."""
+
+    random = _NumpyRandomFromGlobal()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+
 class _WordCounter:
     """Counts whitespace-separated words: the tokenizer this family gives upstream."""
 
@@ -156,12 +180,14 @@ def _task_classes() -> dict[str, type]:
         for name in sorted(reasoning_core.list_tasks()):
             with contextlib.suppress(ImportError):  # a generator whose own imports fail is skipped
                 classes[name] = reasoning_core.DATASETS[name]._resolved
-    modules = {sys.modules[cls.__module__] for cls in classes.values()}
+    modules = {m for n, m in list(sys.modules.items()) if n.startswith("reasoning_core.") and m is not None}
     with contextlib.suppress(ImportError):
         modules.add(importlib.import_module("gramforge.generate"))
     for module in modules:
         if getattr(module, "random", None) is random:
             module.random = _RandomFromGlobal()
+        if getattr(module, "np", None) is np:
+            module.np = _NumpyFromGlobal()
     return classes
 
 

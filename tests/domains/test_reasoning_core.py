@@ -7,12 +7,12 @@ import pytest
 
 from domains import registry
 from domains.contract import TextDomain
-from domains.reasoning_core.catalogue import FAMILIES, SKIPPED, build_rc_domains
+from domains.reasoning_core.catalogue import FAMILIES, LEVEL_FLOORS, SKIPPED, build_rc_domains
 from domains.reasoning_core.domain import RC_VERSION, ReasoningCoreDomain
 
 # one deterministic domain of each family
 SAMPLE = {"logic": "logic_qa", "state_tracking": "rule_switching", "mathematics": "equation_system",
-          "spatial_causal": "most_probable_outcome", "formal_languages": "regex_reasoning",
+          "spatial_causal": "qualitative_causal_reasoning", "formal_languages": "regex_reasoning",
           "graphs_planning": "planning", "sets_tables": "set_missing_element"}
 
 
@@ -25,7 +25,7 @@ def test_catalogue_registers_every_generator_but_the_skipped_ones():
     for name, d in built.items():
         assert registry.get_domain(name) is not None and isinstance(registry.get_domain(name), ReasoningCoreDomain)
         assert d.source == f"reasoning-core {RC_VERSION}, {name}" and d.license == "MIT"
-        assert sorted(d.levels) == list(range(1, len(d.levels) + 1)) and d.levels[1] == 0
+        assert sorted(d.levels) == list(range(1, len(d.levels) + 1)) and d.levels[1] == LEVEL_FLOORS.get(name, 0)
         assert d.description and not d.description.startswith("reasoning-core's")  # its own summary
     assert not set(SKIPPED) & set(registry.domain_names())
 
