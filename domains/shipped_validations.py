@@ -80,8 +80,11 @@ def ship(reports: list[dict], domains: dict[str, Domain], path: Path = SHIPPED_P
             continue
         slim = {k: v for k, v in r.items() if k != "task_digests"}
         kept[r["domain"]] = {**slim, "version": report_version(d), "created_at": r.get("created_at") or now}
-    text = json.dumps({"about": "validation reports of the built-in domains; see domains/shipped_validations.py",
-                       "reports": dict(sorted(kept.items()))}, indent=1, sort_keys=True, default=str)
+    # one report a line: a diff after re-validating a few domains touches only their lines
+    lines = [f"{json.dumps(n)}: {json.dumps(r, sort_keys=True, separators=(',', ':'), default=str)}"
+             for n, r in sorted(kept.items())]
+    text = ('{"about": "validation reports of the built-in domains; see domains/shipped_validations.py",\n'
+            '"reports": {\n' + ",\n".join(lines) + "\n}}")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".validations.", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
