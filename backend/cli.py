@@ -143,11 +143,11 @@ def cmd_domains_list(args) -> int:
 
     catalogue = domains_frame(open_store(args))
     shown = catalogue
-    for column, wanted in (("family", args.family), ("kind", args.kind), ("source", args.source),
-                           ("validation", args.validation)):
+    for column, plural, wanted in (("family", "families", args.family), ("kind", "kinds", args.kind),
+                                   ("source", "sources", args.source), ("validation", "", args.validation)):
         if wanted:
-            if wanted not in set(catalogue[column]):
-                raise WorkbenchError(f"--{column} {wanted!r} matches no domain; the {column}s are: "
+            if plural and wanted not in set(catalogue[column]):  # a verdict no domain has is just none
+                raise WorkbenchError(f"--{column} {wanted!r} matches no domain; the {plural} are: "
                                      f"{', '.join(sorted(set(catalogue[column])))}")
             shown = shown[shown[column] == wanted]
     reg = registry()

@@ -192,3 +192,32 @@ def parse_number(text: str) -> float | None:
         return None
     s = found[-1].replace(",", "").replace("\u2212", "-").replace("\u2013", "-")
     return float(s)
+
+
+# a signed amount: "-$1,234.5", "$-1,234.5", "−3.2e-5", "12%" (the sign may stand before a currency sign)
+_SIGNED_AMOUNT = re.compile(
+    r"(?<![\w.])(?P<sign>[-+\u2212]?)\s*(?:[$\u20ac\u00a3]\s*)?(?P<sign2>[-+\u2212]?)"
+    r"(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?(?:[eE](?P<exp>[-+]?\d{1,3}))?(?![\w.])")
+
+
+def amounts(text: str) -> list[float]:
+    """Every number in text, in order, read as an amount: thousands commas ("1,234"), a
+    currency sign after or before a minus ("-$12.50", "$-12.50" are -12.5), a unicode
+    minus, an exponent ("3.3e-6"); a whole answer in parentheses after a currency sign
+    ("($17,122.00)", accounting's negative) is negative. Numbers glued to letters ("m3",
+    "x2") are not numbers here. Never raises; at most 1,000 numbers are read.
+    """
+    if not isinstance(text, str):
+        return []
+    out = []
+    for m in _SIGNED_AMOUNT.finditer(text[:100_000]):
+        sign = -1.0 if "-" in (m["sign"] + m["sign2"]).replace("\u2212", "-") else 1.0
+        value = sign * float(m["int"].replace(",", "") + (m["frac"] or "") + (f"e{m['exp']}" if m["exp"] else ""))
+        if value != value or value in (float("inf"), float("-inf")):
+            continue
+        out.append(value)
+        if len(out) == 1000:
+            break
+    if len(out) == 1 and re.fullmatch(r"\(\s*[$\u20ac\u00a3]\s*[\d,]+(?:\.\d+)?\s*\)", text.strip()):
+        out = [-abs(out[0])]
+    return out

@@ -24,6 +24,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from core.errors import ConfigError
 from domains.contract import Domain
 
 SHIPPED_PATH = Path(__file__).with_name("validations.json")
@@ -47,12 +48,30 @@ def report_version(domain: Domain) -> str:
 
 @functools.lru_cache(maxsize=4)
 def _shipped(path: Path | None) -> dict[str, dict]:
+    """The reports in `path` by domain ({} for None, or for the default file when it is
+    absent, as in a checkout that never shipped any).
+
+    Raises:
+        ConfigError: the file is unreadable, is not a reports file, or (named by
+            `RLWB_SHIPPED_VALIDATIONS`) does not exist.
+    """
     if path is None:
         return {}
+    named = f"{ENV}={path}" if os.environ.get(ENV) else str(path)
+    fix = (f"point {ENV} at a file `rlwb domains validate --ship` wrote, or set {ENV}=none to read no "
+           "shipped reports")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["reports"]
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return {}
+        if path == SHIPPED_PATH:
+            return {}
+        raise ConfigError(f"{named}: no such file; {fix}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{named}: unreadable ({type(e).__name__}: {e}); {fix}") from None
+    reports = data.get("reports") if isinstance(data, dict) else None
+    if not isinstance(reports, dict) or not all(isinstance(r, dict) and "passed" in r for r in reports.values()):
+        raise ConfigError(f"{named}: not a validation reports file (no \"reports\" of domain -> report); {fix}")
+    return reports
 
 
 def shipped_report(domain: Domain) -> dict | None:
@@ -72,7 +91,7 @@ def ship(reports: list[dict], domains: dict[str, Domain], path: Path = SHIPPED_P
     Raises:
         OSError: the file could not be written (the old one is left as it was).
     """
-    kept = dict(_shipped(path))
+    kept = dict(_shipped(path)) if path.exists() else {}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for r in reports:
         d = domains.get(r["domain"])

@@ -13,8 +13,8 @@ where a library has one.
 The draws live by subject in `finance`, `science` (units, physics, chemistry) and
 `probability`; this module is their table. Every calculation has three levels: 1 uses round inputs and the common units, 2 less
 round inputs and rarer units or options, 3 the rarest units, longer horizons and more
-cash flows. An answer is a number; `Calculation.decimals(value)` gives the places the
-reference is written to (at least 4 significant digits).
+cash flows. An answer is a number; `Calculation.written(value)` writes the reference with
+at least 4 significant digits (scientific notation below 0.001).
 
     calc = CALCULATIONS["fin_loan_payment"]
     question, value, unit = calc.draw(random.Random(7), level=2)
@@ -52,11 +52,22 @@ class Calculation:
     rel_tol: float = 1e-3
 
     @staticmethod
-    def decimals(value: float) -> int:
-        """Decimal places that write `value` with at least 4 significant digits (0..6)."""
+    def written(value: float) -> str:
+        """`value` as the reference is written, with 4 significant digits at least: fixed
+        point from 0.001 up to 10^12 ("1234.57", "0.003142"), else scientific ("3.333e-06")."""
         if value == 0 or not math.isfinite(value):
-            return 2
-        return max(0, min(6, 3 - math.floor(math.log10(abs(value)))))
+            return f"{value:g}"
+        if 1e-3 <= abs(value) < 1e12:
+            return f"{value:.{max(0, 3 - math.floor(math.log10(abs(value))))}f}"
+        return f"{value:.3e}"
+
+    @staticmethod
+    def half_unit(written: str) -> float:
+        """Half a unit of the last place `written` shows: 0.005 for "12.34", 5e-10 for
+        "3.333e-06" (an answer rounded as the reference is passes)."""
+        mantissa, _, exponent = written.lower().partition("e")
+        places = len(mantissa.partition(".")[2])
+        return 0.5 * 10.0 ** (int(exponent or 0) - places)
 
 
 _UNIT_NAMES = {"length": "Convert a length", "mass": "Convert a mass", "pressure": "Convert a pressure",

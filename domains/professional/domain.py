@@ -6,11 +6,13 @@ library computes (`domains.professional.calculations`), checked within a toleran
     reward, breakdown = d.score(task, "NPV is about -1,234.57\\nAnswer: -1234.57")
 
 The answer is the reply's last committed answer (`domains.answers.extract_answer`, an
-`Answer: ...` line); its last number (`domains.answers.parse_number`: "$1,234.57" is
-1234.57, "12.5%" is 12.5) is correct when it is within the calculation's relative
-tolerance of the reference or within half a unit of the reference's last written place.
-So "12.35" passes for "12.3456" only if 0.1% allows it, and a rounded "1234.6" passes for
-"1234.57". Units, currency and percent signs are read past, not checked.
+`Answer: ...` line); its number (`domains.answers.amounts`: "-$1,234.57" is -1234.57,
+"12.5%" is 12.5, "3.3e-6" is 0.0000033) is correct when it is within the calculation's
+relative tolerance of the reference or within half a unit of the reference's last written
+place. So a rounded "1234.6" passes for "1234.57". An answer with several different
+numbers ("0 or 40502") is a hedge: format credit only. References keep 4 significant
+digits (`Calculation.written`: scientific below 0.001), so "Answer: 0" never passes for a
+tiny one. Units, currency and percent signs are read past, not checked.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import random
 from dataclasses import dataclass
 
 from core.errors import ConfigError
-from domains.answers import MAX_COMPLETION_CHARS, extract_answer, malformed, parse_number
+from domains.answers import MAX_COMPLETION_CHARS, amounts, extract_answer, malformed
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
                               TextDomain, as_int, check_difficulty)
 from domains.professional.calculations import Calculation
@@ -85,7 +87,7 @@ class CalculationDomain(TextDomain):
             raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
         key = hashlib.sha256(f"{self.name} {level} {index}".encode()).digest()
         question, value, unit = self.calculation.draw(random.Random(int.from_bytes(key[:8], "big")), level)
-        answer = f"{value:.{Calculation.decimals(value)}f}"
+        answer = Calculation.written(value)
         if unit:
             question += f" Give the number only{f' (in {unit})' if unit not in ('percent', 'dollars') else ''}."
         return Task(self.name, index, question, answer, level, {"question": question, "answer": answer, "unit": unit})
@@ -114,13 +116,15 @@ class CalculationDomain(TextDomain):
         extracted = extract_answer(completion)
         if extracted is None or malformed(extracted):
             return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
-        x, ref = parse_number(extracted), float(task.answer)
-        decimals = len(task.answer.partition(".")[2])
-        correct = x is not None and (abs(x - ref) <= self.calculation.rel_tol * abs(ref)
-                                     or abs(x - ref) <= 0.5 * 10.0 ** -decimals + 1e-12)
+        found, ref = amounts(extracted), float(task.answer)
+        if len(set(found)) > 1:  # "0 or 40502", "1, 2, 40502": a hedge is not an answer
+            return FORMAT_WEIGHT, {"format": 1.0, "correct": 0.0, "extracted": extracted[:200],
+                                   "rejected": f"ambiguous: {len(set(found))} different numbers"}
+        x = found[0] if found else None
+        correct = x is not None and abs(x - ref) <= max(self.calculation.rel_tol * abs(ref),
+                                                        Calculation.half_unit(task.answer)) * (1 + 1e-9)
         reward = FORMAT_WEIGHT + CORRECT_WEIGHT * correct
         return reward, {"format": 1.0, "correct": float(correct), "extracted": extracted[:200]}
-
 
 def professional_domains() -> dict[str, CalculationDomain]:
     """Every calculation of `CALCULATIONS` as a domain, by name."""

@@ -67,3 +67,23 @@ def test_bad_seeds_and_levels_raise_config_error():
     rng = random.Random(0)
     t = d.make_task(rng.randrange(1000), 3)
     assert d.score(t, "x" * 200_000)[0] == 0.0 and d.score(t, None)[0] == 0.0
+
+
+def test_tiny_answers_signs_hedges_and_exponents():
+    """What a breaker found: 'Answer: 0' passed for a tiny reference, a minus before the
+    currency sign was dropped, hedged lists passed, scientific notation was misread."""
+    time = registry.get_domain("units_time")
+    tiny = next(t for t in (time.make_task(s, 2) for s in range(60)) if abs(float(t.answer)) < 1e-3)
+    assert "e-" in tiny.answer and time.score(tiny, "Answer: 0")[0] == pytest.approx(0.2)
+    assert time.score(tiny, f"Answer: {float(tiny.answer):.6e}")[0] == 1.0  # the same value, more digits
+    npv = registry.get_domain("fin_npv")
+    pos = next(t for t in (npv.make_task(s, 1) for s in range(60)) if float(t.answer) > 1000)
+    neg = next(t for t in (npv.make_task(s, 1) for s in range(200)) if float(t.answer) < -1000)
+    value = abs(float(neg.answer))
+    for right in (f"-${value:,.2f}", f"$-{value:,.2f}", f"(${value:,.2f})", f"\u2212{value:.2f}"):
+        assert npv.score(neg, f"Answer: {right}")[0] == 1.0, right
+    assert npv.score(pos, f"Answer: -${float(pos.answer):,.0f}")[0] == pytest.approx(0.2)  # wrong sign
+    for hedge in (f"0 or {pos.answer}", f"1, 2, {pos.answer}", f"{pos.answer} or 0"):
+        reward, breakdown = npv.score(pos, f"Answer: {hedge}")
+        assert reward == pytest.approx(0.2) and breakdown["rejected"].startswith("ambiguous")
+    assert npv.score(pos, f"Answer: {float(pos.answer):.4e}")[0] == 1.0

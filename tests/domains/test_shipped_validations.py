@@ -98,3 +98,14 @@ def test_validating_every_domain_gives_the_shipped_verdicts(docker_engine):
     shipped = json.loads(sv.SHIPPED_PATH.read_text())["reports"]
     changed = {r["domain"]: r["reasons"][:2] for r in reports if r["passed"] != shipped[r["domain"]]["passed"]}
     assert not changed
+
+
+@pytest.mark.parametrize("content", ["{bad", "{}", "[]", '{"reports": []}', '{"reports": {"chain_sum": 5}}', None])
+def test_a_broken_or_missing_shipped_file_is_a_clear_error(tmp_path, monkeypatch, capsys, content):
+    path = tmp_path / "v.json"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv(sv.ENV, str(path))
+    assert main(["--db", str(tmp_path / "s.db"), "domains", "list"]) == 2
+    err = capsys.readouterr().err
+    assert f"{sv.ENV}={path}" in err and "Traceback" not in err and "set RLWB_SHIPPED_VALIDATIONS=none" in err
