@@ -25,7 +25,7 @@ from core.errors import ConfigError
 from domains.answers import MAX_COMPLETION_CHARS, amounts, extract_answer, malformed
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
                               TextDomain, as_int, check_difficulty)
-from domains.professional.calculations import Calculation
+from domains.professional.calculations import CALCULATIONS, Calculation
 from domains.upstream import package_version
 
 LEVELS = {1: "round inputs, common units and options", 2: "less round inputs, rarer units and options",
@@ -128,6 +128,4 @@ class CalculationDomain(TextDomain):
 
 def professional_domains() -> dict[str, CalculationDomain]:
     """Every calculation of `CALCULATIONS` as a domain, by name."""
-    from domains.professional.calculations import CALCULATIONS
-
     return {name: CalculationDomain(c) for name, c in CALCULATIONS.items()}

@@ -8,8 +8,9 @@ slow for rollouts (`LEVEL_CAPS`). Answers go between `<answer>` tags (some span 
 proof traces, plans, table rows).
 
 Not registered (`SKIPPED`): the two `metamath_*` generators download Metamath's database
-at run time, the two `game_*` generators need `pyggp`, which no package index serves, and
-`table_qa` dates its rows relative to today (Faker), so its tasks change from day to day.
+at run time, the two `game_*` generators need `pyggp`, which no package index serves,
+`table_qa` dates its rows relative to today (Faker), so its tasks change from day to day,
+and three give another task for the same seed in one process (`SKIPPED` says why).
 
     from domains.reasoning_core.catalogue import build_rc_domains
     domains = build_rc_domains()          # name -> ReasoningCoreDomain
@@ -27,6 +28,9 @@ SKIPPED = {
     "game_best_move": "needs pyggp, which no package index serves",
     "game_forced_win": "needs pyggp, which no package index serves",
     "table_qa": "its tables hold Faker dates relative to today, so a seed's task changes from one day to the next",
+    "code_runnability": "keeps the programs that ran within a time budget: its tasks depend on the machine's speed",
+    "defeasible_nli": "a seed's task depends on what the process generated before it (make_task twice differs)",
+    "multistep_nli": "a seed's task depends on what the process generated before it (make_task twice differs)",
 }
 
 # reasoning-core's capability areas -> the family they make here

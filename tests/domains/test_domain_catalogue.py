@@ -23,9 +23,7 @@ NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rush_hour", "ru
 # - not deterministic: codeio keeps its data in a class attribute that each new instance
 #   overwrites (another level's filter changes the tasks); list_functions draws its pool
 #   with unseeded randomness (so a second draw may or may not repeat the first: not asserted).
-# reasoning-core's code_runnability keeps only programs that ran within a time budget, so
-# which programs it keeps depends on how fast this machine ran them.
-NOT_DETERMINISTIC = {"codeio", "list_functions", "code_runnability"}
+NOT_DETERMINISTIC = {"codeio", "list_functions"}
 # - generation fails at the easiest level: "Failed to generate valid puzzle after trying
 #   100 different boards", or, on a slower host, GENERATION_TIMEOUT_S runs out first (seed 4
 #   takes 10 s of CPU here before it gives up).
