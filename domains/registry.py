@@ -72,9 +72,8 @@ def registry() -> dict[str, Domain]:
                 long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
                          **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains()}
-                built.update({n: d for n, d in build_rc_domains().items() if n not in built})
-                built.update({n: d for n, d in build_puzzle_domains().items() if n not in built})
-                built.update({n: d for n, d in build_md_domains().items() if n not in built})
+                for family in (build_rc_domains(), build_puzzle_domains(), build_md_domains()):
+                    built.update({n: d for n, d in family.items() if n not in built})  # a taken name stays
                 _REGISTRY.update(sorted(built.items()))
                 _BUILT_IN.update(built)
     return _REGISTRY
