@@ -377,8 +377,8 @@ def sandbox_summary(store: Store, run_id: str | None = None) -> dict:
 def turns_frame(traj: dict) -> pd.DataFrame:
     """The turns of a multi-turn trajectory, one row each (empty for single-turn ones):
     terminal turns with their command, exit code and time; tool turns with their calls
-    (names) and error codes."""
-    cols = ["turn", "action", "command", "exit_code", "duration_ms", "timed_out", "calls", "errors"]
+    (names) and error codes; game turns with their move."""
+    cols = ["turn", "action", "command", "exit_code", "duration_ms", "timed_out", "calls", "errors", "move"]
     rows = []
     for t in traj.get("turns") or []:
         row = {c: t.get(c) for c in cols[:6]}
@@ -386,6 +386,7 @@ def turns_frame(traj: dict) -> pd.DataFrame:
             row["calls"] = ", ".join(str(c.get("name")) for c in t["calls"]) or "(none)"
             row["errors"] = ", ".join(c["error"] for c in t["calls"] if c.get("error")) or ""
             row["duration_ms"] = round(sum(c.get("duration_ms") or 0 for c in t["calls"]), 1)
+        row["move"] = t.get("move")
         rows.append(row)
     return pd.DataFrame(rows, columns=cols)
 

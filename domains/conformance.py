@@ -95,8 +95,8 @@ def _catalogue_problems(domain) -> list[str]:
             raise TypeError("not a dict")
     except (TypeError, ValueError) as e:
         out.append(f"environment must be a JSON-able dict ({e})")
-    if domain.answer_format not in ("line", "tag"):
-        out.append(f"answer_format must be 'line' or 'tag', got {domain.answer_format!r}")
+    if domain.answer_format not in ("line", "tag", "move"):
+        out.append(f"answer_format must be 'line', 'tag' or 'move', got {domain.answer_format!r}")
     if isinstance(domain, SandboxDomain) and not domain.needs_sandbox:
         out.append("a SandboxDomain scores in a sandbox: needs_sandbox must be True")
     return out

@@ -187,7 +187,8 @@ class Domain(abc.ABC):
         license: Licence of the generator's code and data.
         levels: Difficulty level (1 easy .. n hard) -> the generator's configuration.
         level_notes: Difficulty level -> what the level means, for the page.
-        answer_format: "line" (a final `Answer: ...` line) or "tag" (`<answer>...</answer>`).
+        answer_format: "line" (a final `Answer: ...` line), "tag" (`<answer>...</answer>`) or
+            "move" (a bracketed move in each turn of a game, `[up]`: `domains.textarena`).
         pooled: The tasks come from a finite pool of items split into training and held-out
             sides (`domains.splits`).
         multiple_answers: A task may have several valid answers (validation then doesn't

@@ -38,7 +38,8 @@ def registry() -> dict[str, Domain]:
     (`domains.long_docs.domain`: needle_haystack, financial_report) and the tool-use domains
     (`domains.tools.domain`: tool_sql, tool_calc, tool_files, tool_docs; `domains.cad.domain`:
     cad_bracket, cad_shaft, cad_table), the professional calculations
-    (`domains.professional`: finance, units, physics, statistics), 20 constraint puzzles
+    (`domains.professional`: finance, units, physics, statistics), six TextArena games played
+    turn by turn (`domains.textarena`), 20 constraint puzzles
     (`domains.puzzles`, chuk-puzzles-gym), DeepMind's school-maths modules
     (`domains.mathematics_dataset`) and every reasoning-core generator
     (`domains.reasoning_core.catalogue`; a name another family has keeps that family's)."""
@@ -65,13 +66,16 @@ def registry() -> dict[str, Domain]:
                 from domains.reasoning_gym.hand_made import hand_made_domains
                 # on first use: it pulls in gymnasium, numpy
                 from domains.terminal.env import TERMINAL_DOMAINS
+                # on first use: it pulls in gymnasium, numpy
+                from domains.textarena.domain import game_domains
                 # on first use: it pulls in gymnasium, numpy, jsonschema
                 from domains.tools.domain import tool_domains
 
                 hand = hand_made_domains()
                 long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
-                         **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains()}
+                         **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains(),
+                         **game_domains()}
                 for family in (build_rc_domains(), build_puzzle_domains(), build_md_domains()):
                     built.update({n: d for n, d in family.items() if n not in built})  # a taken name stays
                 _REGISTRY.update(sorted(built.items()))

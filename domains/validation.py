@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -119,7 +120,8 @@ def _blank_and_malformed(domain, task: Task) -> tuple[list[str], list[Any]]:
     blank = ["", "Answer:", "<answer></answer>", "<answer>   </answer>"]
     malformed = [
         None,
-        f"the result is {answer}",  # no answer marker
+        # no answer marker (a game's marker is the brackets around each move)
+        re.sub(r"[\[\]]", " ", answer) if domain.answer_format == "move" else f"the result is {answer}",
         f"Answer: {answer}\x00",  # control character
         f"<answer>{answer}\x07</answer>",
         "Answer: \ud800",  # lone surrogate

@@ -132,6 +132,9 @@ def answer_hint(domain) -> str:
                 "the last line is the final turn (`Answer: ...`, or DONE when the result is in the sandbox). "
                 "Each call is checked against its tool's schema and run" +
                 (" in a sandbox." if domain.needs_sandbox else "."))
+    if domain.answer_format == "move":
+        return ("Moves in square brackets, as the game asks (`[up]`, `[3 7]`): each bracketed move is one turn, in "
+                "order; the reward is 1 if they win the game.")
     if isinstance(domain, EpisodeDomain):
         return ("Shell commands, one shell command per line: each line is one turn in a fresh sandbox, then the "
                 "episode ends with DONE and the checker decides the reward.")

@@ -287,6 +287,9 @@ def show_turns(traj: dict) -> None:
                             f"{c.get('duration_ms') or 0:.0f} ms")
                 st.json(c.get("arguments"), expanded=False)
                 st.code(shown(c.get("observation") or "(empty)"), language=None, wrap_lines=True)
+            if "move" in t:  # a game's turn: the move it read, and what the game answered
+                st.markdown(f"Move `{t['move']}` · the game answered" if t["move"] else "No move · the game answered")
+                st.code(shown(t.get("observation") or "(nothing)"), language=None, wrap_lines=True)
             if t.get("command"):
                 st.markdown(f"Command · {t.get('duration_ms', 0):.0f} ms")
                 st.code(shown(t["command"]), language="bash", wrap_lines=True)

@@ -103,6 +103,9 @@ def test_calls_frame_lists_each_call_and_its_validity():
     turns = views.turns_frame(traj)
     assert turns["calls"].tolist() == ["sql, sql, sql", "(none)"]
     assert turns["errors"].tolist() == ["schema_violation, sql_error", ""]
+    game = views.turns_frame({"turns": [{"turn": 1, "action": "move", "text": "go [up]", "move": "[up]",
+                                          "observation": "You moved up."}]})
+    assert game["move"].tolist() == ["[up]"] and game["action"].tolist() == ["move"]
     assert views.calls_frame({"turns": None}).empty
 
 
