@@ -39,7 +39,8 @@ def registry() -> dict[str, Domain]:
     (`domains.tools.domain`: tool_sql, tool_calc, tool_files, tool_docs; `domains.cad.domain`:
     cad_bracket, cad_shaft, cad_table), the professional calculations
     (`domains.professional`: finance, units, physics, statistics), six TextArena games played
-    turn by turn (`domains.textarena`), 20 constraint puzzles
+    turn by turn (`domains.textarena`), nine document-analysis questions over generated
+    invoices, agreements, ledgers and statements (`domains.documents`), 20 constraint puzzles
     (`domains.puzzles`, chuk-puzzles-gym), DeepMind's school-maths modules
     (`domains.mathematics_dataset`) and every reasoning-core generator
     (`domains.reasoning_core.catalogue`; a name another family has keeps that family's)."""
@@ -51,6 +52,8 @@ def registry() -> dict[str, Domain]:
                 from domains.cad.domain import cad_domains
                 # on first use: it pulls in numpy, pydantic
                 from domains.code.humaneval import HUMANEVAL
+                # on first use: Faker comes with the first task
+                from domains.documents.domain import document_domains
                 from domains.long_docs.domain import long_doc_domains
                 # on first use: it pulls in numpy
                 from domains.mathematics_dataset.catalogue import build_md_domains
@@ -75,7 +78,7 @@ def registry() -> dict[str, Domain]:
                 long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
                          **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains(),
-                         **game_domains()}
+                         **game_domains(), **document_domains()}
                 for family in (build_rc_domains(), build_puzzle_domains(), build_md_domains()):
                     built.update({n: d for n, d in family.items() if n not in built})  # a taken name stays
                 _REGISTRY.update(sorted(built.items()))

@@ -1,0 +1,1 @@
+"""Document analysis over generated business documents (invoices, agreements, ledgers, timesheets, statements, balance sheets)."""

@@ -1,0 +1,174 @@
+"""Document analysis as workbench domains: a generated business document (invoice,
+services agreement, sales ledger, timesheet, bank statement, balance sheet) and one
+question whose answer is computed from the document's facts
+(`domains.documents.generators`).
+
+    d = DocumentDomain(DOCUMENT_KINDS[0])                    # doc_invoice_total
+    task = d.make_task(seed=7, difficulty=2)
+    reward, breakdown = d.score(task, "Subtotal ... so the total is $1,234.50.\\nAnswer: 1234.50")
+
+The answer is the reply's last `Answer: ...` line (`domains.answers.extract_answer`),
+compared by the task's kind: an amount or ratio within half a unit of its second decimal
+("$1,234.50", "1234.5" both pass for 1234.50; a reply with several different numbers is a
+hedge and gets format credit only); a count exactly; a date as a calendar date (ISO
+"2027-03-14", or "March 14, 2027" read by dateutil); a name from the document ignoring
+case, surrounding quotes and spacing.
+
+Determinism: a task is drawn from `random.Random` and a `Faker` instance both seeded from
+sha256(name, level, seed); the Faker instance is per thread, so concurrent draws never
+share its state. Faker is pinned (its word lists are part of the task).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+import re
+import threading
+from dataclasses import dataclass
+
+from core.errors import ConfigError
+from domains.answers import MAX_COMPLETION_CHARS, amounts, extract_answer, malformed
+from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
+                              TextDomain, as_int, check_difficulty)
+from domains.documents.generators import DOCUMENT_KINDS, DocumentKind
+from domains.upstream import package_version
+
+LEVELS = {1: "short documents, round prices, fixed terms",
+          2: "longer documents, discounts and odd cents, shuffled clauses, month filters",
+          3: "the longest: returned items, shipping, early-payment terms, a renewal, night shifts, status filters"}
+_FAKER = threading.local()
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
+def _faker(seed: int):
+    """This thread's `Faker("en_US")`, seeded with `seed`."""
+    if not hasattr(_FAKER, "fake"):
+        from faker import Faker  # on first use: ~0.15 s
+
+        _FAKER.fake = Faker("en_US")
+    _FAKER.fake.seed_instance(seed)
+    return _FAKER.fake
+
+
+def read_date(text: str) -> dt.date | None:
+    """The calendar date in an answer: its ISO date, else the whole text read by dateutil
+    ("March 14, 2027"); None if neither reads one, or if it holds two different ISO dates
+    (a hedge)."""
+    isos = set(_ISO.findall(text))
+    try:
+        if len(isos) > 1:
+            return None
+        if isos:
+            return dt.date(*map(int, isos.pop()))
+        if len(text) > 60:
+            return None
+        from dateutil import parser  # on first use
+
+        return parser.parse(text, default=dt.datetime(1, 1, 1)).date()
+    except (ValueError, OverflowError):
+        return None
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.strip().strip("\"'`*.").casefold().split())
+
+
+@dataclass(frozen=True, eq=False)
+class DocumentDomain(TextDomain):
+    """One `DocumentKind` as a single-turn domain with levels 1..3 (`LEVELS`)."""
+
+    document_kind: DocumentKind
+
+    family = "document_analysis"
+    kind = "single_turn"
+    answer_format = "line"
+    license = "Apache-2.0"
+
+    @property
+    def name(self) -> str:
+        return self.document_kind.name
+
+    @property
+    def description(self) -> str:
+        return self.document_kind.description
+
+    @property
+    def source(self) -> str:
+        return f"rl-workbench generated documents (Faker {package_version('faker')}), {self.name}"
+
+    @property
+    def levels(self) -> dict[int, str]:
+        return dict(LEVELS)
+
+    @property
+    def level_notes(self) -> dict[int, str]:
+        return dict(LEVELS)
+
+    @property
+    def environment(self) -> dict:
+        return {"runtime": "in-process", "oracle": "Decimal money (half up to the cent), datetime and "
+                "dateutil.relativedelta calendar arithmetic", "verifier": "by answer kind: amount within half a "
+                "cent, exact count, calendar date, name up to case and spacing", "answer_format": self.answer_format}
+
+    def make_task(self, seed: int, difficulty: int = 1) -> Task:
+        """The task for (seed, difficulty), the same in any process and thread.
+
+        Raises:
+            ConfigError: seed is not a non-negative int or difficulty is not a level.
+        """
+        level, index = check_difficulty(difficulty, LEVELS), as_int(seed)
+        if index is None or index < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+        key = int.from_bytes(hashlib.sha256(f"{self.name} {level} {index}".encode()).digest()[:8], "big")
+        drawn = self.document_kind.draw(random.Random(key), _faker(key), level)
+        question = f"{drawn.document}\n\n{drawn.question}"
+        return Task(self.name, index, question, drawn.answer, level, {"question": question, "answer": drawn.answer,
+                                                                      "kind": drawn.kind})
+
+    def messages(self, task: Task) -> list[dict]:
+        return [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"}]
+
+    def reference_completion(self, task: Task) -> str:
+        return self.wrap_answer(task.answer)
+
+    def wrap_answer(self, answer: str) -> str:
+        return f"Answer: {answer}"
+
+    def score(self, task: Task, completion: str) -> tuple[float, Breakdown]:
+        """reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct (the module docstring
+        says what is correct per answer kind); never raises on a bad reply.
+
+        Raises:
+            ConfigError: the task is another domain's.
+        """
+        if task.domain != self.name:
+            raise ConfigError(f"task of domain {task.domain!r} given to domain {self.name!r}")
+        if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
+            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
+        extracted = extract_answer(completion)
+        if extracted is None or malformed(extracted):
+            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
+        kind = task.entry["kind"]
+        shown = extracted[:200]
+        if kind == "text":
+            correct = _plain(extracted) == _plain(task.answer)
+        elif kind == "date":
+            correct = read_date(extracted) == dt.date.fromisoformat(task.answer)
+        else:
+            found = amounts(extracted)
+            if len(set(found)) > 1:  # "12 or 13": a hedge is not an answer
+                return FORMAT_WEIGHT, {"format": 1.0, "correct": 0.0, "extracted": shown,
+                                       "rejected": f"ambiguous: {len(set(found))} different numbers"}
+            ref = float(task.answer)
+            tol = 0.0 if kind == "count" else 0.005 * (1 + 1e-9)
+            correct = bool(found) and abs(found[0] - ref) <= tol
+        return FORMAT_WEIGHT + CORRECT_WEIGHT * correct, {"format": 1.0, "correct": float(correct),
+                                                          "extracted": shown}
+
+
+def document_domains() -> dict[str, DocumentDomain]:
+    """Every kind of `DOCUMENT_KINDS` as a domain, by name."""
+    return {k.name: DocumentDomain(k) for k in DOCUMENT_KINDS}
