@@ -81,6 +81,8 @@ class EvalSettings(BaseModel):
     rollout_engine: EngineKind = Field("vllm", description="vllm (default) or hf.")
     context_sweep: bool = Field(True, description="Measure usable context length when the mix has needle_haystack.")
 
+    max_turns: int | None = Field(
+        None, ge=1, le=32, description="Multi-turn domains: turns per episode (default: the run's, else 4).")
     context_budget_tokens: int | None = Field(
         None, ge=128, le=131_072,
         description=f"Retrieval domains: context budget (default: the run's or {DEFAULT_BUDGET_TOKENS}).")
@@ -227,6 +229,8 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
                           "(`--domains chain_sum,basic_arithmetic`); only a training run's checkpoint brings its own")
     if settings.context_budget_tokens is not None:
         data["context_budget_tokens"] = settings.context_budget_tokens
+    if settings.max_turns is not None:
+        data["max_turns"] = settings.max_turns
     if settings.mix is not None:  # a config with a mix names neither domains nor difficulty
         for key in ("domains", "difficulty", "mix_spec", "curriculum"):
             data.pop(key, None)

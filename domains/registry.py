@@ -212,13 +212,14 @@ DISTINCT_SCAN = 4  # `heldout_tasks` tries at most this many held-out seeds per 
 
 
 def heldout_tasks(domain: str, levels: Sequence[int], n: int, offset: int = 0) -> list[Task]:
-    """Up to `n` held-out tasks of `domain` with distinct questions, the same every time.
+    """Up to `n` distinct held-out tasks of `domain`, the same every time.
 
     The held-out seeds from `offset` are taken in order, the i-th at level
-    `levels[i % len(levels)]`; a task whose (level, question) repeats an earlier kept one is
-    passed over, so a small domain (products level 1 has 65 held-out questions, a pooled
-    one its held-out side) is not counted several times over, which would narrow its
-    intervals for nothing. At most `DISTINCT_SCAN * n` seeds are tried: a domain with fewer
+    `levels[i % len(levels)]`; a task whose (level, question, answer) repeats an earlier
+    kept one is passed over, so a small domain (products level 1 has 65 held-out questions,
+    a pooled one its held-out side) is not counted several times over, which would narrow
+    its intervals for nothing. The answer is part of the key because a game's opening can
+    be the same for every seed while its hidden state (the secret number) is not. At most `DISTINCT_SCAN * n` seeds are tried: a domain with fewer
     distinct held-out questions gives fewer tasks.
 
     Raises:
@@ -230,8 +231,8 @@ def heldout_tasks(domain: str, levels: Sequence[int], n: int, offset: int = 0) -
     d, seen, out = get_domain(domain), set(), []
     for i, seed in enumerate(seeds if levels else []):
         task = d.make_task(seed, levels[i % len(levels)])
-        if (task.difficulty, task.question) not in seen:
-            seen.add((task.difficulty, task.question))
+        if (key := (task.difficulty, task.question, task.answer)) not in seen:
+            seen.add(key)
             out.append(task)
             if len(out) == n:
                 break

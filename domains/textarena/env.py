@@ -179,7 +179,9 @@ class GameEnv(gym.Env, EpisodeEnv):
         """(reward, {"breakdown", "check"}) of the game as it stands."""
         state = self.game.state
         over = bool(state.done)
-        progress = float((state.rewards or {}).get(0, 0.0)) if over else 0.0
+        raw = (state.rewards or {}).get(0, 0.0) if over else 0.0
+        # ThreeCardMonte passes set_invalid_move's arguments swapped: its "reward" is the reason text
+        progress = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 0.0
         won = over and progress >= 1.0 and not state.game_info[0].get("invalid_move") and not error
         reason = error or (state.game_info[0].get("reason") if over else "") or "the episode ended before the game did"
         turns = max(self.turn, 1)

@@ -160,6 +160,9 @@ def test_heldout_tasks_are_distinct_questions_and_the_same_every_time():
     assert [t.seed for t in cycled] == splits.heldout_seeds(6, 3) and [t.difficulty for t in cycled] == [1, 2] * 3
     with pytest.raises(ConfigError):
         registry.heldout_tasks("chain_sum", [1], 2, offset=splits.HELDOUT_SEED_RANGE[1] - splits.HELDOUT_SEED_RANGE[0] - 1)
+    # a game's opening is the same for every seed; its hidden number is not, so tasks still differ
+    guesses = registry.heldout_tasks("play_guess_the_number", [1], 20)
+    assert len(guesses) == 20 and len({t.question for t in guesses}) == 1 and len({t.answer for t in guesses}) == 20
 
 
 def test_products_holds_out_facts_not_just_questions():

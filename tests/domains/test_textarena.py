@@ -77,3 +77,16 @@ def test_scoring_a_text_plays_its_moves_and_refuses_malformed_replies():
     with pytest.raises(Exception, match="reset"):
         env = d.make_env(None, max_turns=2)
         env.step("[1 1 1]")
+
+
+def test_a_game_that_stores_a_text_reward_scores_0_not_a_crash():
+    # ThreeCardMonte calls set_invalid_move(0.0, "Bad action...") with its arguments swapped,
+    # so two turns without a move end the game with the text as its "reward"
+    d = get_domain("play_three_card_monte")
+    task = d.make_task(1, 1)
+    env = d.make_env(None, max_turns=4)
+    env.reset(options={"task": task})
+    env.step("hmm")
+    _, reward, terminated, _, info = env.step("no idea")
+    assert terminated and reward == 0.0 and info["breakdown"]["progress"] == 0.0
+    assert [r["action"] for r in (info["turn"],)] == ["invalid"]
