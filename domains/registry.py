@@ -40,7 +40,8 @@ def registry() -> dict[str, Domain]:
     cad_bracket, cad_shaft, cad_table), the professional calculations
     (`domains.professional`: finance, units, physics, statistics), six TextArena games played
     turn by turn (`domains.textarena`), nine document-analysis questions over generated
-    invoices, agreements, ledgers and statements (`domains.documents`), 20 constraint puzzles
+    invoices, agreements, ledgers and statements (`domains.documents`), eight code-writing
+    specifications with hidden tests (`domains.code.generated`), 20 constraint puzzles
     (`domains.puzzles`, chuk-puzzles-gym), DeepMind's school-maths modules
     (`domains.mathematics_dataset`) and every reasoning-core generator
     (`domains.reasoning_core.catalogue`; a name another family has keeps that family's)."""
@@ -51,6 +52,7 @@ def registry() -> dict[str, Domain]:
                 # sandboxes and retrieval (~0.3 s), which `rlwb --help` and the page's start skip
                 from domains.cad.domain import cad_domains
                 # on first use: it pulls in numpy, pydantic
+                from domains.code.generated import generated_code_domains
                 from domains.code.humaneval import HUMANEVAL
                 # on first use: Faker comes with the first task
                 from domains.documents.domain import document_domains
@@ -78,7 +80,7 @@ def registry() -> dict[str, Domain]:
                 long_docs = long_doc_domains()  # replaces reasoning-gym's short needle_haystack
                 built = {**hand, **build_rg_domains(skip=set(hand) | set(long_docs)), HUMANEVAL.name: HUMANEVAL,
                          **TERMINAL_DOMAINS, **long_docs, **tool_domains(), **cad_domains(), **professional_domains(),
-                         **game_domains(), **document_domains()}
+                         **game_domains(), **document_domains(), **generated_code_domains()}
                 for family in (build_rc_domains(), build_puzzle_domains(), build_md_domains()):
                     built.update({n: d for n, d in family.items() if n not in built})  # a taken name stays
                 _REGISTRY.update(sorted(built.items()))

@@ -14,7 +14,7 @@ from core.errors import ConfigError, DomainNotFound
 NAMES = ["basic_arithmetic", "chain_sum", "gsm_symbolic", "letter_counting", "spell_backward"]
 LEVELS = [1, 2, 3]
 OTHER_PACKAGES = ("reasoning-core", "mathematics-dataset", "chuk-puzzles-gym", "rl-workbench professional",
-                  "textarena", "rl-workbench generated documents")  # families of their own
+                  "textarena", "rl-workbench generated")  # families of their own
 
 
 def _wrong(task):
