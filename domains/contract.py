@@ -32,7 +32,9 @@ split (`domains.splits`), which answer of a reply is scored (`domains.answers`).
 from __future__ import annotations
 
 import abc
+import hashlib
 import operator
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -159,6 +161,25 @@ def as_int(value: Any) -> int | None:
         return operator.index(value)
     except TypeError:
         return None
+
+
+def check_seed(seed: Any) -> int:
+    """seed as an int if it is a non-negative int (numpy ints too).
+
+    Raises:
+        ConfigError: anything else (a negative, a float, a bool, None).
+    """
+    index = as_int(seed)
+    if index is None or index < 0:
+        raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+    return index
+
+
+def task_random(name: str, level: int, seed: int) -> random.Random:
+    """A `random.Random` seeded from sha256 of (domain name, level, seed): a task drawn from
+    it is the same in every process (`hash()` of a str is not)."""
+    key = hashlib.sha256(f"{name} {level} {seed}".encode()).digest()
+    return random.Random(int.from_bytes(key[:8], "big"))
 
 
 def check_difficulty(difficulty: Any, levels: Any = DIFFICULTIES) -> int:

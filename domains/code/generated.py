@@ -21,15 +21,13 @@ examples don't show.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import string
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from core.errors import ConfigError
 from domains.code.humaneval import INSTRUCTION, VERIFY_TIMEOUT_S, tests_job, tests_score
-from domains.contract import SYSTEM_PROMPT, SandboxDomain, Task, as_int, check_difficulty
+from domains.contract import SYSTEM_PROMPT, SandboxDomain, Task, check_difficulty, check_seed, task_random
 
 TESTS = {1: 6, 2: 12, 3: 20}
 LEVELS = {1: "a few tests on small inputs", 2: "more tests, larger inputs",
@@ -259,11 +257,8 @@ class GeneratedCodeDomain(SandboxDomain):
         Raises:
             ConfigError: seed is not a non-negative int or difficulty is not a level.
         """
-        level, index = check_difficulty(difficulty, self.levels), as_int(seed)
-        if index is None or index < 0:
-            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
-        key = int.from_bytes(hashlib.sha256(f"{self.name} {level} {index}".encode()).digest()[:8], "big")
-        rng = random.Random(key)
+        level, index = check_difficulty(difficulty, self.levels), check_seed(seed)
+        rng = task_random(self.name, level, index)
         spec = self.template.draw(rng)
         cases = []
         for n in range(2 + TESTS[level]):

@@ -14,24 +14,22 @@ hedge and gets format credit only); a count exactly; a date as a calendar date (
 "2027-03-14", or "March 14, 2027" read by dateutil); a name from the document ignoring
 case, surrounding quotes and spacing.
 
-Determinism: a task is drawn from `random.Random` and a `Faker` instance both seeded from
-sha256(name, level, seed); the Faker instance is per thread, so concurrent draws never
+Determinism: a task is drawn from `random.Random` seeded from sha256(name, level, seed)
+(`domains.contract.task_random`) and a `Faker` instance seeded from that; the Faker instance is per thread, so concurrent draws never
 share its state. Faker is pinned (its word lists are part of the task).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import random
 import re
 import threading
 from dataclasses import dataclass
 
 from core.errors import ConfigError
-from domains.answers import MAX_COMPLETION_CHARS, amounts, extract_answer, malformed
+from domains.answers import amounts, extract_answer
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
-                              TextDomain, as_int, check_difficulty)
+                              TextDomain, check_difficulty, check_seed, task_random)
 from domains.documents.generators import DOCUMENT_KINDS, DocumentKind
 from domains.upstream import package_version
 
@@ -118,11 +116,9 @@ class DocumentDomain(TextDomain):
         Raises:
             ConfigError: seed is not a non-negative int or difficulty is not a level.
         """
-        level, index = check_difficulty(difficulty, LEVELS), as_int(seed)
-        if index is None or index < 0:
-            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
-        key = int.from_bytes(hashlib.sha256(f"{self.name} {level} {index}".encode()).digest()[:8], "big")
-        drawn = self.document_kind.draw(random.Random(key), _faker(key), level)
+        level, index = check_difficulty(difficulty, LEVELS), check_seed(seed)
+        rng = task_random(self.name, level, index)
+        drawn = self.document_kind.draw(rng, _faker(rng.getrandbits(63)), level)
         question = f"{drawn.document}\n\n{drawn.question}"
         return Task(self.name, index, question, drawn.answer, level, {"question": question, "answer": drawn.answer,
                                                                       "kind": drawn.kind})
@@ -146,10 +142,8 @@ class DocumentDomain(TextDomain):
         """
         if task.domain != self.name:
             raise ConfigError(f"task of domain {task.domain!r} given to domain {self.name!r}")
-        if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
-            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
-        extracted = extract_answer(completion)
-        if extracted is None or malformed(extracted):
+        extracted = extract_answer(completion)  # None for a non-text, over-long or malformed reply
+        if extracted is None:
             return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
         kind = task.entry["kind"]
         shown = extracted[:200]

@@ -17,14 +17,12 @@ tiny one. Units, currency and percent signs are read past, not checked.
 
 from __future__ import annotations
 
-import hashlib
-import random
 from dataclasses import dataclass
 
 from core.errors import ConfigError
-from domains.answers import MAX_COMPLETION_CHARS, amounts, extract_answer, malformed
+from domains.answers import amounts, extract_answer
 from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
-                              TextDomain, as_int, check_difficulty)
+                              TextDomain, check_difficulty, check_seed, task_random)
 from domains.professional.calculations import CALCULATIONS, Calculation
 from domains.upstream import package_version
 
@@ -82,11 +80,8 @@ class CalculationDomain(TextDomain):
         Raises:
             ConfigError: seed is not a non-negative int or difficulty is not a level.
         """
-        level, index = check_difficulty(difficulty, LEVELS), as_int(seed)
-        if index is None or index < 0:
-            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
-        key = hashlib.sha256(f"{self.name} {level} {index}".encode()).digest()
-        question, value, unit = self.calculation.draw(random.Random(int.from_bytes(key[:8], "big")), level)
+        level, index = check_difficulty(difficulty, LEVELS), check_seed(seed)
+        question, value, unit = self.calculation.draw(task_random(self.name, level, index), level)
         answer = Calculation.written(value)
         if unit:
             question += f" Give the number only{f' (in {unit})' if unit not in ('percent', 'dollars') else ''}."
@@ -111,10 +106,8 @@ class CalculationDomain(TextDomain):
         """
         if task.domain != self.name:
             raise ConfigError(f"task of domain {task.domain!r} given to domain {self.name!r}")
-        if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
-            return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
-        extracted = extract_answer(completion)
-        if extracted is None or malformed(extracted):
+        extracted = extract_answer(completion)  # None for a non-text, over-long or malformed reply
+        if extracted is None:
             return 0.0, {"format": 0.0, "correct": 0.0, "extracted": None}
         found, ref = amounts(extracted), float(task.answer)
         if len(set(found)) > 1:  # "0 or 40502", "1, 2, 40502": a hedge is not an answer

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from domains.answers import MAX_COMPLETION_CHARS, malformed
-from domains.contract import EpisodeDomain, Task, as_int, check_difficulty
+from domains.contract import EpisodeDomain, Task, check_difficulty, check_seed
 from core.errors import ConfigError
-from domains.textarena.env import _MOVE, GameEnv, game_said, new_game
+from domains.textarena.env import MOVE, GameEnv, game_said, new_game
 from domains.textarena.games import GAMES, Game
 from domains.upstream import package_version
 
@@ -95,9 +95,7 @@ class GameDomain(EpisodeDomain):
         Raises:
             ConfigError: seed is not a non-negative int, or difficulty is not a level.
         """
-        s = as_int(seed)
-        if s is None or s < 0:
-            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+        s = check_seed(seed)
         level = check_difficulty(difficulty, self.levels)
         game = new_game(self.game.env_class, self.levels[level], s)
         question = game_said(game)
@@ -126,7 +124,7 @@ class GameDomain(EpisodeDomain):
 
     def scripted_turns(self, text: str) -> list[str]:
         """Every bracketed move of a pasted reply, one turn each, in order."""
-        return _MOVE.findall(text) if isinstance(text, str) else []
+        return MOVE.findall(text) if isinstance(text, str) else []
 
     def reference_completion(self, task: Task) -> str:
         """The gold moves, one per line."""

@@ -42,7 +42,7 @@ from domains.terminal.env import text_spaces
 
 MAX_MOVE_CHARS = 60
 MAX_OBSERVATION_CHARS = 4000
-_MOVE = re.compile(r"\[[^\[\]\n]{1," + str(MAX_MOVE_CHARS) + r"}\]")
+MOVE = re.compile(r"\[[^\[\]\n]{1," + str(MAX_MOVE_CHARS) + r"}\]")
 _RNG_LOCK = threading.Lock()
 
 
@@ -81,7 +81,7 @@ def game_said(game: Any) -> str:
 
 def first_move(text: str) -> str | None:
     """The first bracketed move in a model turn ("[up]", "[2 3]"), or None."""
-    m = _MOVE.search(text) if isinstance(text, str) else None
+    m = MOVE.search(text) if isinstance(text, str) else None
     return m.group(0) if m else None
 
 
