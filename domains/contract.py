@@ -285,6 +285,36 @@ class TextDomain(Domain):
         """`answer` written the way this domain asks for it (`Answer: 17`, `<answer>..`)."""
 
 
+class LineAnswerDomain(TextDomain):
+    """A single-turn domain generated in this project whose reply ends with an `Answer: ...`
+    line: the chat (system prompt, the question, the answer instruction), the reference
+    reply and the wrapper. Subclasses set `LEVEL_NOTES` (level -> what it means), the
+    catalogue facts, `make_task` and `score`."""
+
+    LEVEL_NOTES: Mapping[int, str] = {}
+    kind = "single_turn"
+    answer_format = "line"
+    license = "Apache-2.0"
+
+    @property
+    def levels(self) -> dict[int, str]:
+        return dict(self.LEVEL_NOTES)
+
+    @property
+    def level_notes(self) -> dict[int, str]:
+        return dict(self.LEVEL_NOTES)
+
+    def messages(self, task: Task) -> list[dict]:
+        return [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"}]
+
+    def reference_completion(self, task: Task) -> str:
+        return self.wrap_answer(task.answer)
+
+    def wrap_answer(self, answer: str) -> str:
+        return f"Answer: {answer}"
+
+
 class RetrievalDomain(TextDomain):
     """A text domain over long documents: the prompt holds only the fragments that
     retrieval picked for the question, in a token budget (`retrieval.context`)."""

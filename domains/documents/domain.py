@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from core.errors import ConfigError
 from domains.answers import amounts, extract_answer
-from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
-                              TextDomain, check_difficulty, check_seed, task_random)
+from domains.contract import (CORRECT_WEIGHT, FORMAT_WEIGHT, Breakdown, LineAnswerDomain, Task, check_difficulty,
+                              check_seed, task_random)
 from domains.documents.generators import DOCUMENT_KINDS, DocumentKind
 from domains.upstream import package_version
 
@@ -74,15 +74,14 @@ def _plain(text: str) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class DocumentDomain(TextDomain):
+class DocumentDomain(LineAnswerDomain):
     """One `DocumentKind` as a single-turn domain with levels 1..3 (`LEVELS`)."""
 
     document_kind: DocumentKind
 
+    LEVEL_NOTES = LEVELS
+
     family = "document_analysis"
-    kind = "single_turn"
-    answer_format = "line"
-    license = "Apache-2.0"
 
     @property
     def name(self) -> str:
@@ -95,14 +94,6 @@ class DocumentDomain(TextDomain):
     @property
     def source(self) -> str:
         return f"rl-workbench generated documents (Faker {package_version('faker')}), {self.name}"
-
-    @property
-    def levels(self) -> dict[int, str]:
-        return dict(LEVELS)
-
-    @property
-    def level_notes(self) -> dict[int, str]:
-        return dict(LEVELS)
 
     @property
     def environment(self) -> dict:
@@ -122,16 +113,6 @@ class DocumentDomain(TextDomain):
         question = f"{drawn.document}\n\n{drawn.question}"
         return Task(self.name, index, question, drawn.answer, level, {"question": question, "answer": drawn.answer,
                                                                       "kind": drawn.kind})
-
-    def messages(self, task: Task) -> list[dict]:
-        return [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"}]
-
-    def reference_completion(self, task: Task) -> str:
-        return self.wrap_answer(task.answer)
-
-    def wrap_answer(self, answer: str) -> str:
-        return f"Answer: {answer}"
 
     def score(self, task: Task, completion: str) -> tuple[float, Breakdown]:
         """reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct (the module docstring

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from core.errors import ConfigError
 from domains.answers import amounts, extract_answer
-from domains.contract import (ANSWER_INSTRUCTION, CORRECT_WEIGHT, FORMAT_WEIGHT, SYSTEM_PROMPT, Breakdown, Task,
-                              TextDomain, check_difficulty, check_seed, task_random)
+from domains.contract import (CORRECT_WEIGHT, FORMAT_WEIGHT, Breakdown, LineAnswerDomain, Task, check_difficulty,
+                              check_seed, task_random)
 from domains.professional.calculations import CALCULATIONS, Calculation
 from domains.upstream import package_version
 
@@ -34,14 +34,12 @@ ORACLE_VERSIONS = ", ".join(f"{p} {package_version(p)}" for p in ("numpy-financi
 
 
 @dataclass(frozen=True, eq=False)
-class CalculationDomain(TextDomain):
+class CalculationDomain(LineAnswerDomain):
     """One `Calculation` as a single-turn domain with levels 1..3 (`LEVELS`)."""
 
     calculation: Calculation
 
-    kind = "single_turn"
-    answer_format = "line"
-    license = "Apache-2.0"
+    LEVEL_NOTES = LEVELS
 
     @property
     def name(self) -> str:
@@ -58,14 +56,6 @@ class CalculationDomain(TextDomain):
     @property
     def source(self) -> str:
         return f"rl-workbench professional calculations ({ORACLE_VERSIONS}), {self.name}"
-
-    @property
-    def levels(self) -> dict[int, str]:
-        return dict(LEVELS)
-
-    @property
-    def level_notes(self) -> dict[int, str]:
-        return dict(LEVELS)
 
     @property
     def environment(self) -> dict:
@@ -86,16 +76,6 @@ class CalculationDomain(TextDomain):
         if unit:
             question += f" Give the number only{f' (in {unit})' if unit not in ('percent', 'dollars') else ''}."
         return Task(self.name, index, question, answer, level, {"question": question, "answer": answer, "unit": unit})
-
-    def messages(self, task: Task) -> list[dict]:
-        return [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"{task.question}\n{ANSWER_INSTRUCTION}"}]
-
-    def reference_completion(self, task: Task) -> str:
-        return self.wrap_answer(task.answer)
-
-    def wrap_answer(self, answer: str) -> str:
-        return f"Answer: {answer}"
 
     def score(self, task: Task, completion: str) -> tuple[float, Breakdown]:
         """reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct (see the module
