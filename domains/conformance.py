@@ -29,9 +29,8 @@ import re
 
 from core.errors import ConfigError
 from domains.contract import (Domain, EpisodeDomain, RetrievalDomain, SandboxDomain, Task, TextDomain,
-                              ToolUseDomain)
+                              ToolUseDomain, play_turns)
 from domains.splits import heldout_seeds
-from domains.validation import play_turns
 
 #: the part a domain is, and the catalogue word its `kind` must be
 PARTS = ((RetrievalDomain, "retrieval"), (TextDomain, "single_turn"), (SandboxDomain, "code"),

@@ -423,3 +423,25 @@ class ToolUseDomain(EpisodeDomain):
     def score_episode(self, task: Task, final_text: str, results: list,
                       sandbox: Any = None) -> tuple[float, Breakdown]:
         """(reward, breakdown) of a finished episode from its last reply and tool results."""
+
+
+def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 16) -> tuple[float, dict, list]:
+    """Play scripted turns of an `EpisodeDomain` in `sandbox` (None where it needs none; one
+    env step each, ending the episode after the last): (reward, breakdown, the turn
+    records). For terminal domains the breakdown is {"correct", "check"}; tool and game
+    domains give their reward breakdown. Validation, the contract check and the game
+    domains' `score` use it."""
+    env = domain.make_env(sandbox, max_turns=max_turns)
+    try:
+        env.reset(options={"task": task})
+        records = []
+        for turn in turns:
+            _, reward, term, trunc, info = env.step(turn)
+            records.append(info["turn"])
+            if term or trunc:
+                return reward, info.get("breakdown") or {"correct": reward, "check": info.get("check")}, records
+        # the scripted turns ran out before the episode ended
+        reward, info = env.finish(turns[-1] if turns else "")
+        return reward, info.get("breakdown") or {"correct": reward, "check": info.get("check")}, records
+    finally:
+        env.close()

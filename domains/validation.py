@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from domains.answers import MAX_COMPLETION_CHARS
-from domains.contract import Task
+from domains.contract import Task, play_turns
 from domains.registry import (generator_version, get_domain, is_built_in, register_definitions, registry,
                               reset_generator_caches, upstream_cpu_time, user_domain_definitions)
 from domains.shipped_validations import shipped_report
@@ -562,26 +562,6 @@ def validation_report(store, name: str) -> dict | None:
     if report is not None and report.get("domain_version", "") == domain.version_key:
         return report
     return shipped_report(domain) if is_built_in(name) else None
-
-
-def play_turns(domain, task: Task, turns: list[str], sandbox, max_turns: int = 16) -> tuple[float, dict, list]:
-    """Play scripted turns of a multi-turn domain in `sandbox` (one env step each, ending the
-    episode after the last): (reward, breakdown, the turn records). For terminal domains
-    the breakdown is {"correct", "check"}; tool domains give their reward breakdown."""
-    env = domain.make_env(sandbox, max_turns=max_turns)
-    try:
-        env.reset(options={"task": task})
-        records = []
-        for turn in turns:
-            _, reward, term, trunc, info = env.step(turn)
-            records.append(info["turn"])
-            if term or trunc:
-                return reward, info.get("breakdown") or {"correct": reward, "check": info.get("check")}, records
-        # the scripted turns ran out before the episode ended
-        reward, info = env.finish(turns[-1] if turns else "")
-        return reward, info.get("breakdown") or {"correct": reward, "check": info.get("check")}, records
-    finally:
-        env.close()
 
 
 def _child(argv: list[str]) -> dict:

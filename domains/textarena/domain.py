@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domains.answers import MAX_COMPLETION_CHARS, malformed
-from domains.contract import EpisodeDomain, Task, check_difficulty, check_seed
+from domains.contract import EpisodeDomain, Task, check_difficulty, check_seed, play_turns
 from core.errors import ConfigError
 from domains.textarena.env import MOVE, GameEnv, game_said, new_game
 from domains.textarena.games import GAMES, Game
@@ -138,8 +138,6 @@ class GameDomain(EpisodeDomain):
         """Play the text's moves as one episode each turn (`scripted_turns`) and score the
         game as it ends: (reward, breakdown with "correct", "format", "progress", "check").
         Never raises on the text; a text without a move scores 0."""
-        from domains.validation import play_turns  # on first use: it pulls in the registry
-
         if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS or malformed(completion, "\n\t\r"):
             return 0.0, {"correct": 0.0, "format": 0.0, "progress": 0.0, "turns": 0, "invalid_turns": 0,
                          "check": "malformed reply (not text, over-long, control characters or lone surrogates)"}
