@@ -158,7 +158,8 @@ class RunConfig(BaseModel):
         8, ge=1, le=64, description="Warm sandboxes kept for the run; multi-turn episodes run this many at a time.")
     sandbox_memory_mb: int = Field(512, ge=64, le=16384, description="Memory limit of each sandbox, MiB.")
     command_timeout_s: float = Field(10.0, gt=0.0, le=600.0, description="Wall-clock limit of one sandbox command, s.")
-    max_turns: int = Field(4, ge=1, le=32, description="Turn budget of a multi-turn episode (terminal domains).")
+    max_turns: int = Field(4, ge=1, le=32, description="Turn budget of a multi-turn episode (shell and tool domains; "
+                                                       "a game's level sets its own).")
     max_episode_tokens: int = Field(
         1024, ge=64, le=4096, description="Token budget of a multi-turn episode (prompt, turns and observations).")
     curriculum: bool = Field(

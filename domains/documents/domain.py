@@ -52,11 +52,11 @@ def _faker(seed: int):
 
 def read_date(text: str) -> dt.date | None:
     """The calendar date in an answer: its ISO date, else the whole text read by dateutil
-    ("March 14, 2027"); None if neither reads one, or if it holds two different ISO dates
-    (a hedge)."""
+    ("March 14, 2027"); None if neither reads one, or if it holds two different ISO dates or
+    digits beside its ISO date ("2027-09-20 or September 21, 2027": a hedge)."""
     isos = set(_ISO.findall(text))
     try:
-        if len(isos) > 1:
+        if len(isos) > 1 or (isos and any(ch.isdigit() for ch in _ISO.sub("", text))):
             return None
         if isos:
             return dt.date(*map(int, isos.pop()))

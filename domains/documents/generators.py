@@ -243,7 +243,7 @@ def statement_balance(rng: random.Random, fake: Any, level: int) -> Drawn:
     opening = cents(Decimal(rng.randint(200, 9000)) + Decimal(rng.randint(0, 99)) / 100)
     month = rng.randint(1, 12)
     year = rng.randint(2024, 2027)
-    balance, lowest = opening, opening
+    balance, lowest = opening, None
     lines = [f"ACCOUNT STATEMENT: {fake.name()}, account ending {rng.randint(1000, 9999)}",
              f"Opening balance on {year}-{month:02d}-01: {money(opening)}", "Date | Description | Amount"]
     for day in sorted(rng.sample(range(2, 29), {1: 5, 2: 9, 3: 14}[level])):
@@ -253,7 +253,7 @@ def statement_balance(rng: random.Random, fake: Any, level: int) -> Drawn:
         what = (rng.choice(("Salary", "Transfer in", "Refund")) if credit
                 else rng.choice(("Card purchase", "Utility bill", "Rent", "ATM withdrawal", "Subscription")))
         balance += amount
-        lowest = min(lowest, balance)
+        lowest = balance if lowest is None else min(lowest, balance)
         sign = "+" if amount > 0 else "-"
         lines.append(f"{year}-{month:02d}-{day:02d} | {what} {fake.company() if not credit else ''}".rstrip()
                      + f" | {sign}{money(abs(amount))}")

@@ -34,6 +34,8 @@ from domains.upstream import package_version
 
 PACKAGE = "textarena"
 PACKAGE_VERSION = package_version(PACKAGE)
+CANDIDATE_STRIDE = 2**40  # candidate k of task seed s is package seed s + k * 2**40: past every task seed
+MAX_CANDIDATES = 20
 SYSTEM_PROMPT = ("You are playing a game, one move per turn. Each turn, think briefly, then write your move in "
                  "square brackets exactly as the game shows (for example [3] or [up]); only the first bracketed "
                  "move of a turn counts. The game answers after every move.")
@@ -86,8 +88,24 @@ class GameDomain(EpisodeDomain):
                 "verifier": "the game's own outcome: won or not"}
 
     def new_game(self, task: Task) -> Any:
-        """The TextArena env of `task`, reset (its hidden state drawn from the task's seed)."""
-        return new_game(self.game.env_class, self.game.levels[task.difficulty], task.seed)
+        """The TextArena env of `task`, reset (its hidden state drawn from the task's package seed)."""
+        return new_game(self.game.env_class, self.game.levels[task.difficulty], task.entry["package_seed"])
+
+    def _first_game(self, level: int, seed: int) -> tuple[Any, int]:
+        """(the game, its package seed) for task seed `seed`: the first candidate seed
+        `seed + k * CANDIDATE_STRIDE` whose reset succeeds (LightsOut's divides by zero when
+        its scramble turned every light off: 0.4% of level-1 seeds).
+
+        Raises:
+            ConfigError: none of MAX_CANDIDATES did.
+        """
+        for k in range(MAX_CANDIDATES):
+            package_seed = seed + k * CANDIDATE_STRIDE
+            try:
+                return new_game(self.game.env_class, self.levels[level], package_seed), package_seed
+            except ZeroDivisionError:
+                continue
+        raise ConfigError(f"{self.name} seed {seed} level {level}: no candidate game of {MAX_CANDIDATES} could be reset")
 
     def make_task(self, seed: int, difficulty: int = 1) -> Task:
         """The task of (seed, level): the game's opening text, and its gold sequence as the answer.
@@ -97,22 +115,25 @@ class GameDomain(EpisodeDomain):
         """
         s = check_seed(seed)
         level = check_difficulty(difficulty, self.levels)
-        game = new_game(self.game.env_class, self.levels[level], s)
+        game, package_seed = self._first_game(level, s)
         question = game_said(game)
         gold = self.game.gold(game)
         wrong = self.game.wrong(game, gold)
         if not gold:
             raise ConfigError(f"{self.name} seed {s} level {level}: the gold policy found no winning sequence")
-        entry = {"game": self.game.key, "settings": dict(self.levels[level]), "gold": gold, "wrong": wrong}
+        entry = {"game": self.game.key, "settings": dict(self.levels[level]), "package_seed": package_seed,
+                 "turn_limit": self.game.turn_limits[level], "gold": gold, "wrong": wrong}
         return Task(self.name, s, question, " ".join(gold), level, entry)
 
     def messages(self, task: Task) -> list[dict]:
         """How to play (one bracketed move per turn), then the game's opening text."""
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.question}]
 
-    def make_env(self, sandbox: Any = None, max_turns: int = 8, timeout_s: float = 10.0) -> GameEnv:
-        """A `GameEnv` for this domain's tasks (no sandbox: the game runs in process)."""
-        return GameEnv(self, max_turns=max_turns)
+    def make_env(self, sandbox: Any = None, max_turns: int = 4, timeout_s: float = 10.0) -> GameEnv:
+        """A `GameEnv` for this domain's tasks (no sandbox: the game runs in process). The
+        run's `max_turns` does not apply: a task's turn limit is its level's
+        (`Game.turn_limits`)."""
+        return GameEnv(self)
 
     def reference_turns(self, task: Task) -> list[str]:
         """The gold episode: one move per turn."""
@@ -145,8 +166,7 @@ class GameDomain(EpisodeDomain):
         if not turns:
             return 0.0, {"correct": 0.0, "format": 0.0, "progress": 0.0, "turns": 0, "invalid_turns": 0,
                          "check": "no bracketed move in the reply"}
-        budget = max(len(turns), max(int(v.get("max_turns", 1)) for v in self.levels.values()))
-        reward, breakdown, _ = play_turns(self, task, turns, None, max_turns=budget)
+        reward, breakdown, _ = play_turns(self, task, turns, None)
         return reward, breakdown
 
 

@@ -1,73 +1,100 @@
 """A TextArena single-player game as the Gymnasium environment of an episode.
 
-    env = GameEnv(get_domain("play_frozen_lake"), max_turns=8)
+    env = GameEnv(get_domain("play_frozen_lake"))
     obs, info = env.reset(options={"task": get_domain("play_frozen_lake").make_task(3)})
     obs, reward, terminated, truncated, info = env.step("I go right: [right]")
     ...                                                   # reward 1.0 once the game is won
 
-A model turn's move is the first bracketed group in it ("[right]", "[3 7 9]"), at most
-`MAX_MOVE_CHARS` long; only that is handed to the game, so the reasoning around it never
-trips a game that wants the move alone. A turn without one is handed over whole, and the
-game answers as it answers any invalid move (TextArena's own error allowance: the first
-invalid move of a run is forgiven with a message, the second in a row ends the game). The
-observation after a turn is what the game said since the last one (feedback, the board).
+A model turn's move is the first bracketed group in it on one line ("[right]", "[3 7 9]"),
+at most `MAX_MOVE_CHARS` long; only that is handed to the game, so the reasoning around it
+never trips a game that wants the move alone. A turn without one (or with control
+characters) hands the game `NO_MOVE`, which it refuses as it refuses any invalid move
+(TextArena's own error allowance: the first invalid move of a run is forgiven with a
+message, the second in a row ends the game). The observation after a turn is what the
+game said since the last one (feedback, the board).
 
-The episode ends when the game does, or after `max_turns` turns (the smaller of the run's
-budget and the game's own limit). Reward: 1.0 if the game was won (TextArena's outcome
-reward 1), else 0.0; the breakdown keeps TextArena's own partial score as "progress" (how
-close the last guess was, the share of lights off) for display, never as reward.
+The episode ends when the game does, or after the level's turn limit
+(`Game.turn_limits`: the game's own rules, not the run's `max_turns`, which would make a
+sudoku or a walk across the lake unwinnable at its default of 4). Reward: 1.0 if the game
+was won (TextArena's outcome reward 1), else 0.0; the breakdown keeps TextArena's own
+partial score as "progress" (how close the last guess was, the share of lights off) for
+display, never as reward.
 
-Determinism and threads: TextArena games draw from the module-level `random` (seeded by
-`reset(seed=...)`), which other threads of a rollout share. Every call into a game runs
-under one lock with `random` seeded from (task seed, turn) and its state restored after,
-so an episode is a function of its task and its moves, and nothing else in the process
-sees its draws.
+Determinism and threads: TextArena games call the `random` module (and reseed it in
+`reset(seed=...)`), which every thread of the process shares. In the TextArena modules a
+game uses, the name `random` is swapped for `ThreadRandom`, which hands each call to the
+calling thread's own `random.Random`; that one is seeded from (task seed, turn) before
+each call into the game. So an episode is a function of its task and its moves, whatever
+other threads draw meanwhile, and the process's own `random` never sees a game's draws.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import io
 import random
 import re
+import sys
 import threading
 from typing import Any
 
 import gymnasium as gym
 
 from core.errors import ConfigError
+from domains.answers import malformed
 from domains.contract import EpisodeEnv
 from domains.terminal.env import text_spaces
 
 MAX_MOVE_CHARS = 60
 MAX_OBSERVATION_CHARS = 4000
 MOVE = re.compile(r"\[[^\[\]\n]{1," + str(MAX_MOVE_CHARS) + r"}\]")
-_RNG_LOCK = threading.Lock()
+NO_MOVE = "(no bracketed move)"  # what the game is handed for a turn without one: it refuses it by its own rules
 
 
-@contextlib.contextmanager
-def _seeded(seed: int):
-    """Run TextArena code alone, with `random` seeded to `seed` and restored afterwards, and
-    its prints (e.g. FrozenLake's fallback-grid warning) kept off stdout."""
-    with _RNG_LOCK:
-        saved = random.getstate()
-        random.seed(seed)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                yield
-        finally:
-            random.setstate(saved)
+class ThreadRandom:
+    """Stands in for the `random` module inside TextArena's modules: `random.randint(...)`,
+    `random.seed(...)` and the rest go to the calling thread's own `random.Random`;
+    `random.Random` itself stays the class."""
+
+    _local = threading.local()
+
+    def rng(self) -> random.Random:
+        """This thread's generator (made on first use)."""
+        if not hasattr(self._local, "rng"):
+            self._local.rng = random.Random()
+        return self._local.rng
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("Random", "SystemRandom"):
+            return getattr(random, name)
+        return getattr(self.rng(), name)
+
+
+THREAD_RANDOM = ThreadRandom()
+
+
+def _isolate(module_name: str) -> None:
+    """Swap `random` for `THREAD_RANDOM` in the TextArena module and in textarena.core and
+    textarena.state (which reseed it), once each."""
+    for name in (module_name, "textarena.core", "textarena.state"):
+        module = sys.modules[name]
+        if getattr(module, "random", None) is random:
+            module.random = THREAD_RANDOM
 
 
 def new_game(env_class: str, kwargs: dict, seed: int) -> Any:
     """A TextArena env of `env_class` ("module:Class") built with `kwargs` and reset with
-    `seed` (the task's hidden state is then in it)."""
+    `seed` (the task's hidden state is then in it).
+
+    Raises:
+        ZeroDivisionError: the game's own reset failed so (LightsOut when the scramble
+            turned every light off); the domain tries another candidate seed.
+    """
     module, name = env_class.split(":")
     cls = getattr(importlib.import_module(module), name)  # first use: `import textarena`, ~2 s
+    _isolate(module)
     game = cls(**kwargs)
-    with _seeded(seed):
-        game.reset(num_players=1, seed=seed)
+    THREAD_RANDOM.seed(seed)
+    game.reset(num_players=1, seed=seed)
     return game
 
 
@@ -80,8 +107,11 @@ def game_said(game: Any) -> str:
 
 
 def first_move(text: str) -> str | None:
-    """The first bracketed move in a model turn ("[up]", "[2 3]"), or None."""
-    m = MOVE.search(text) if isinstance(text, str) else None
+    """The first bracketed move in a model turn ("[up]", "[2 3]"), on one line; None if
+    there is none or the turn holds control characters or lone surrogates."""
+    if not isinstance(text, str) or malformed(text, "\n\t\r"):
+        return None
+    m = MOVE.search(text)
     return m.group(0) if m else None
 
 
@@ -89,16 +119,15 @@ class GameEnv(gym.Env, EpisodeEnv):
     """One TextArena game played turn by turn (Gymnasium contract; text in and out).
 
     Args:
-        domain: The `domains.textarena.domain.GameDomain` whose tasks it plays.
-        max_turns: The run's turn budget; the game's own limit applies too.
+        domain: The `domains.textarena.domain.GameDomain` whose tasks it plays; a task's
+            turn limit is its level's (`Game.turn_limits`).
     """
 
     metadata = {"render_modes": []}
 
-    def __init__(self, domain: Any, max_turns: int = 8) -> None:
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
-        self.domain, self.max_turns = domain, max_turns
+    def __init__(self, domain: Any) -> None:
+        self.domain = domain
+        self.max_turns = 0  # the task's level sets it at reset
         self.observation_space, self.action_space = text_spaces()
         self.game: Any = None
         self.task: Any = None
@@ -121,6 +150,7 @@ class GameEnv(gym.Env, EpisodeEnv):
         if task is None or task.domain != self.domain.name:
             raise ConfigError(f"reset needs options={{'task': a {self.domain.name} task}}")
         self.task, self.turn, self.invalid, self.no_move, self._over = task, 0, 0, 0, False
+        self.max_turns = self.domain.game.turn_limits[task.difficulty]
         self.game = self.domain.new_game(task)
         opening = game_said(self.game)
         return opening, {"game": self.domain.game.env_class.split(":")[1]}
@@ -147,8 +177,8 @@ class GameEnv(gym.Env, EpisodeEnv):
         move = first_move(text)
         state = self.game.state
         try:
-            with _seeded(self.task.seed * 1009 + self.turn):
-                done, _ = self.game.step(move if move is not None else text[:MAX_MOVE_CHARS * 10])
+            THREAD_RANDOM.seed(self.task.seed * 1009 + self.turn)
+            done, _ = self.game.step(move if move is not None else NO_MOVE)
             error = ""
         except Exception as e:  # noqa: BLE001 - a game that chokes on a move ends the episode, scored as it stands
             done, error = True, f"the game raised {type(e).__name__} on this move: {str(e)[:200]}"

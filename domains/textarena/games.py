@@ -14,7 +14,8 @@ Left out, and why: Tower of Hanoi, Countdown and Cryptarithm (one fixed puzzle p
 no task diversity); Hangman, Wordle, Crosswords and Spelling Bee (`nltk.download` at import,
 offline here); Bandit, Blackjack and Secretary (the outcome is luck, not verifiable skill);
 Sokoban, Rush Hour, Fifteen Puzzle, Peg Jump, Klondike and 2048 (a gold sequence needs a
-search solver, and many exceed a 32-turn episode); Twenty Questions and Guess Who (an LLM
+search solver, and many exceed a 32-turn episode); FrozenLake with a random start corner
+(its prompt still says the start is top-left); Twenty Questions and Guess Who (an LLM
 plays the other side); Minesweeper (mines are placed at the first click, so a gold
 sequence depends on it; many boards need more than 16 reveals).
 """
@@ -45,6 +46,8 @@ class Game:
         wrong: (env after reset, the gold sequence) -> a sequence that must not win.
         multiple_answers: Other move sequences win too (several shortest walks across a
             lake), so validation doesn't take another task's gold sequence for a wrong one.
+        turns: Level -> the episode's turn limit, where the env's arguments have no
+            "max_turns" (then that is the limit): see `turn_limits`.
     """
 
     key: str
@@ -55,6 +58,12 @@ class Game:
     gold: Callable[[Any], Moves] = field(repr=False)
     wrong: Callable[[Any, Moves], Moves] = field(repr=False)
     multiple_answers: bool = False
+    turns: dict[int, int] | None = None
+
+    @property
+    def turn_limits(self) -> dict[int, int]:
+        """Level -> turns an episode may take: the game's own "max_turns", else `turns`."""
+        return {lv: int(kw["max_turns"]) if "max_turns" in kw else self.turns[lv] for lv, kw in self.levels.items()}
 
 
 def _without_last(env: Any, gold: Moves) -> Moves:
@@ -196,12 +205,13 @@ GAMES: tuple[Game, ...] = (
          _mastermind_gold, _mastermind_wrong),
     Game("frozen_lake", "textarena.envs.FrozenLake.env:FrozenLakeEnv",
          {1: {"size": 4, "num_holes": 3, "randomize_start_goal": False},
-          2: {"size": 4, "num_holes": 4, "randomize_start_goal": True},
+          2: {"size": 4, "num_holes": 5, "randomize_start_goal": False},
           3: {"size": 5, "num_holes": 6, "randomize_start_goal": False}},
-         {1: "4x4 ice, 3 holes, start top-left (gold: 6 moves)", 2: "4x4, 4 holes, start in a random corner "
-          "(gold: 6 moves)", 3: "5x5, 6 holes (TextArena's FrozenLake-v0-hardcore; gold: 8 moves or more)"},
-         "Walk across a frozen lake to the goal without falling into a hole, one step per turn (TextArena "
-         "FrozenLake).", _frozen_gold, _without_last, multiple_answers=True),
+         {1: "4x4 ice, 3 holes, 10 turns (gold: 6 moves)", 2: "4x4, 5 holes, 10 turns (gold: 6 moves or more)",
+          3: "5x5, 6 holes (TextArena's FrozenLake-v0-hardcore), 14 turns (gold: 8 moves or more)"},
+         "Walk across a frozen lake from the top-left corner to the goal without falling into a hole, one step "
+         "per turn (TextArena FrozenLake).", _frozen_gold, _without_last, multiple_answers=True,
+         turns={1: 10, 2: 10, 3: 14}),
     Game("lights_out", "textarena.envs.LightsOut.env:LightsOutEnv",
          {1: {"size": 3, "max_turns": 12}, 2: {"size": 4, "max_turns": 20}, 3: {"size": 5, "max_turns": 20}},
          {1: "3x3 grid, 12 presses (gold: at most 9)", 2: "4x4 grid, 20 presses (gold: at most 15)",
@@ -210,10 +220,10 @@ GAMES: tuple[Game, ...] = (
          _lights_gold, _lights_wrong),
     Game("three_card_monte", "textarena.envs.ThreeCardMonte.env:ThreeCardMonteEnv",
          {1: {"num_cups": 3, "steps": 5}, 2: {"num_cups": 3, "steps": 10}, 3: {"num_cups": 5, "steps": 15}},
-         {1: "3 cups, 5 swaps, one guess", 2: "3 cups, 10 swaps (TextArena's ThreeCardMonte-v0)",
-          3: "5 cups, 15 swaps"},
+         {1: "3 cups, 5 swaps, one guess (2 turns: one invalid reply is forgiven)",
+          2: "3 cups, 10 swaps (TextArena's ThreeCardMonte-v0)", 3: "5 cups, 15 swaps"},
          "Track a ball under shuffled cups and name its cup (TextArena ThreeCardMonte).",
-         _monte_gold, _monte_wrong),
+         _monte_gold, _monte_wrong, turns={1: 2, 2: 2, 3: 2}),
     Game("sudoku", "textarena.envs.Sudoku.env:SudokuEnv",
          {1: {"clues": 77, "max_turns": 12}, 2: {"clues": 75, "max_turns": 14}, 3: {"clues": 72, "max_turns": 16}},
          {1: "4 empty cells, one placement per turn, 12 turns", 2: "6 empty cells, 14 turns (TextArena's "

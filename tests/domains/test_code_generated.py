@@ -59,3 +59,22 @@ def test_references_and_wrong_solutions_in_a_real_sandbox(docker_engine):
         sched.close()
     got = [d.score_result(t, c, r)[0] for (d, t, c, _), r in zip(cases, results)]
     assert got == [want for *_, want in cases]
+
+
+def test_plausible_wrong_solutions_fail_on_every_seed():
+    """Near misses a model might write (found by trying to break the family): keep the first
+    copy when the last is asked for, ignore frequency, break ties by first appearance,
+    return one word too many."""
+    dedupe, top = DOMAINS["code_dedupe"], DOMAINS["code_top_words"]
+    for seed in range(60):
+        t = dedupe.make_task(seed, 1)
+        if t.entry["entry_point"] == "keep_last_copies":
+            assert not _passes(t, "def keep_last_copies(xs):\n    return list(dict.fromkeys(xs))\n")
+        t = top.make_task(seed, 1)
+        k = int(t.answer.split("[:")[1].split("]")[0])
+        for wrong in ("def top_words(text):\n    return sorted(set(text.lower().split()))[:K]\n",
+                      "from collections import Counter\ndef top_words(text):\n"
+                      "    return [w for w, _ in Counter(text.lower().split()).most_common(K)]\n",
+                      "def top_words(text):\n    c = {}\n    for w in text.lower().split():\n        c[w] = c.get(w, 0) + 1\n"
+                      "    return sorted(c, key=lambda w: (-c[w], w))[:K + 1]\n"):
+            assert not _passes(t, wrong.replace("K", str(k))), (seed, wrong)

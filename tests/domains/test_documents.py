@@ -102,3 +102,20 @@ def test_replies_are_compared_by_answer_kind():
     assert top.score(t, f"Answer: {t.answer} and more")[1]["correct"] == 0.0
     for reply in ("", None, "Answer:", "x" * 200_001):
         assert top.score(t, reply)[0] == 0.0
+
+
+def test_statement_balances_follow_the_transactions():
+    d = get_domain("doc_statement_balance")
+    asked_lowest = 0
+    for seed in range(40):
+        task = d.make_task(seed, 3)
+        balance = _dollars(re.search(r"Opening balance on \S+: (\S+)", task.question).group(1))
+        after = []
+        for row in [r for r in task.question.splitlines() if re.match(r"\d{4}-\d{2}-\d{2} \|", r)]:
+            amount = row.rsplit(" | ", 1)[1]
+            balance += _dollars(amount[1:]) * (1 if amount[0] == "+" else -1)
+            after.append(balance)
+        lowest = "lowest balance" in task.question
+        asked_lowest += lowest
+        assert Decimal(task.answer) == (min(after) if lowest else after[-1]), seed  # seed 22 once gave the opening
+    assert asked_lowest >= 5

@@ -90,3 +90,52 @@ def test_a_game_that_stores_a_text_reward_scores_0_not_a_crash():
     _, reward, terminated, _, info = env.step("no idea")
     assert terminated and reward == 0.0 and info["breakdown"]["progress"] == 0.0
     assert [r["action"] for r in (info["turn"],)] == ["invalid"]
+
+
+def test_games_draw_from_their_own_thread_random_whatever_other_threads_do():
+    import threading
+
+    want = [get_domain("play_sudoku").make_task(s, 3) for s in range(6)]
+    stop = threading.Event()
+
+    def hammer():
+        while not stop.is_set():
+            random.random()
+            random.seed(7)
+
+    noise = threading.Thread(target=hammer)
+    noise.start()
+    try:
+        got = [get_domain("play_sudoku").make_task(s, 3) for s in range(6)]
+        d = get_domain("play_lights_out")
+        task = d.make_task(2, 2)
+        won = d.score(task, d.reference_completion(task))[0]
+    finally:
+        stop.set()
+        noise.join()
+    assert got == want and won == 1.0
+
+
+def test_a_scramble_that_leaves_every_light_off_moves_to_the_next_candidate():
+    d = get_domain("play_lights_out")
+    task = d.make_task(491, 1)  # its first candidate's reset divides by zero in TextArena
+    assert task.entry["package_seed"] != 491 and d.score(task, d.reference_completion(task))[0] == 1.0
+
+
+def test_moves_must_be_on_one_line_and_free_of_control_characters():
+    d = get_domain("play_three_card_monte")
+    task = d.make_task(5, 2)
+    env = d.make_env()
+    env.reset(options={"task": task})
+    _, _, done, _, info = env.step(task.answer.replace("[", "[\n").replace("]", "\n]"))
+    assert not done and info["turn"]["action"] == "invalid" and info["turn"]["move"] is None
+    _, reward, done, _, info = env.step("\x00" + task.answer)
+    assert done and reward == 0.0 and "Invalid Move" in info["check"]  # the second invalid turn in a row
+    assert d.score(task, "\x00" + task.answer)[0] == 0.0
+
+
+def test_the_turn_limit_is_the_levels_not_the_runs():
+    d = get_domain("play_sudoku")
+    task = d.make_task(0, 3)
+    assert task.entry["turn_limit"] == 16 and len(d.reference_turns(task)) == 9
+    assert d.score(task, d.reference_completion(task))[0] == 1.0  # 9 moves, whatever max_turns a run has

@@ -29,8 +29,8 @@ def test_gold_episode_wins_and_a_failing_one_scores_0(tokenizer, key):
         assert won.reward == 1.0 and won.breakdown["correct"] == 1.0 and won.fault is None, won.breakdown
         assert won.completion.finish_reason == "stop" and won.breakdown["invalid_turns"] == 0
         assert [t["action"] for t in won.turns] == ["move"] * len(gold)
-        wrong = domain.wrong_turns(task)
-        _, lost = _play(tokenizer, task, wrong, max_turns=len(wrong))
+        wrong = domain.wrong_turns(task) + ["Let me think.", "Still thinking."]  # two invalid turns end it
+        _, lost = _play(tokenizer, task, wrong, max_turns=4)
         assert lost.reward == 0.0 and lost.breakdown["correct"] == 0.0, lost.breakdown
         assign_advantages([won, lost], 2, "grpo")
         assert won.advantage > 0 > lost.advantage
@@ -58,9 +58,11 @@ def test_two_invalid_turns_in_a_row_lose_and_the_turn_budget_truncates(tokenizer
     _, s = _play(tokenizer, task, ["no idea", "still no idea"], max_turns=6)
     assert s.reward == 0.0 and [t["action"] for t in s.turns] == ["invalid", "invalid"]
     assert "Invalid Move" in s.breakdown["check"] and s.completion.finish_reason == "stop"
-    lake = get_domain("play_frozen_lake")
-    task = lake.make_task(3, 1)
-    first = lake.reference_turns(task)[:2]
-    _, s = _play(tokenizer, task, first, max_turns=2)
-    assert s.reward == 0.0 and s.completion.finish_reason == "length" and len(s.turns) == 2
-    assert s.breakdown["check"] == "the episode ended before the game did"
+    # the level's turn limit ends an episode, not the run's max_turns (4 here)
+    guess = get_domain("play_guess_the_number")
+    task = guess.make_task(3, 1)
+    secret = int(task.answer.strip("[]"))
+    misses = [f"[{n}]" for n in range(1, 51) if n != secret][:10]
+    _, s = _play(tokenizer, task, misses, max_turns=4)
+    assert s.reward == 0.0 and s.completion.finish_reason == "length" and len(s.turns) == 10
+    assert s.breakdown["check"] == "the episode ended before the game did" and s.breakdown["progress"] == 0.0
