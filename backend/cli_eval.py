@@ -46,7 +46,8 @@ def _fmt(v, digits: int = 3) -> str:
 FLAGS = {"mix": "--mix", "domains": "--domains", "difficulty": "--difficulty", "tasks_per_domain": "--tasks",
          "samples": "--samples", "ks": "--k", "temperature": "--temperature", "max_new_tokens": "--max-new-tokens",
          "seed_offset": "--seed-offset", "seed": "--seed", "rollout_engine": "--engine",
-         "context_budget_tokens": "--context-budget", "max_turns": "--max-turns"}
+         "context_budget_tokens": "--context-budget", "max_turns": "--max-turns",
+         "max_episode_tokens": "--max-episode-tokens"}
 
 
 def _raise_interrupt(signum, frame):
@@ -67,7 +68,8 @@ def cmd_eval_run(args) -> int:
         "tasks_per_domain": args.tasks, "samples": args.samples, "ks": args.k, "temperature": args.temperature,
         "max_new_tokens": args.max_new_tokens, "seed_offset": args.seed_offset, "seed": args.seed,
         "rollout_engine": args.engine, "context_sweep": not args.no_context_sweep,
-        "context_budget_tokens": args.context_budget, "max_turns": args.max_turns}, names=FLAGS)
+        "context_budget_tokens": args.context_budget, "max_turns": args.max_turns,
+        "max_episode_tokens": args.max_episode_tokens}, names=FLAGS)
     store = open_store(args)
     eval_id = evaluate_model(store, args.model, settings, progress=lambda line: print(line, file=sys.stderr))
     _print_eval(store.get_eval(eval_id))
@@ -278,7 +280,9 @@ def register(ev: argparse._SubParsersAction) -> None:
     r.add_argument("--context-budget", type=positive, default=None, help="retrieval domains: tokens of retrieved "
                    f"context per prompt (default: the run's, else {DEFAULT_BUDGET_TOKENS})")
     r.add_argument("--max-turns", type=positive, default=None, help="multi-turn domains (games, shell, tools): "
-                   "turns per episode, 1-32 (default: the run's, else 4)")
+                   "turns per episode, 1-32 (default: the run's, else 4; a game's level sets its own)")
+    r.add_argument("--max-episode-tokens", type=positive, default=None, help="multi-turn domains: tokens of a whole "
+                   "episode, 64-4096 (default: the run's, else 1024; a sudoku needs ~3000)")
     r.set_defaults(fn=cmd_eval_run)
     li = ev.add_parser("list", help="stored evaluations, newest first")
     li.add_argument("--limit", type=positive, default=50, help="how many (default 50)")

@@ -83,6 +83,8 @@ class EvalSettings(BaseModel):
 
     max_turns: int | None = Field(
         None, ge=1, le=32, description="Multi-turn domains: turns per episode (default: the run's, else 4).")
+    max_episode_tokens: int | None = Field(
+        None, ge=64, le=4096, description="Multi-turn domains: tokens per episode (default: the run's, else 1024).")
     context_budget_tokens: int | None = Field(
         None, ge=128, le=131_072,
         description=f"Retrieval domains: context budget (default: the run's or {DEFAULT_BUDGET_TOKENS}).")
@@ -229,8 +231,9 @@ def eval_config(store, settings: EvalSettings, model_path: Path, run_id: str | N
                           "(`--domains chain_sum,basic_arithmetic`); only a training run's checkpoint brings its own")
     if settings.context_budget_tokens is not None:
         data["context_budget_tokens"] = settings.context_budget_tokens
-    if settings.max_turns is not None:
-        data["max_turns"] = settings.max_turns
+    for key in ("max_turns", "max_episode_tokens"):
+        if getattr(settings, key) is not None:
+            data[key] = getattr(settings, key)
     if settings.mix is not None:  # a config with a mix names neither domains nor difficulty
         for key in ("domains", "difficulty", "mix_spec", "curriculum"):
             data.pop(key, None)

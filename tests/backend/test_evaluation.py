@@ -142,8 +142,9 @@ def test_eval_config_takes_the_mix_the_domains_or_the_runs_own(tiny_model_dir, t
         assert cfg.mix_spec["name"] == "arith" and cfg.mix_spec["version"] == 1
     cfg = eval_config(store, EvalSettings(domains=["chain_sum"], difficulty=3), tiny_model_dir, run_id)
     assert specs(cfg) == {"chain_sum": (3, 3)} and cfg.max_turns == 7  # the run's budgets stay
-    cfg = eval_config(store, EvalSettings(domains=["play_frozen_lake"], max_turns=12), tiny_model_dir, run_id)
-    assert cfg.max_turns == 12  # a game's episode gets the turns it needs
+    cfg = eval_config(store, EvalSettings(domains=["play_sudoku"], max_turns=12, max_episode_tokens=4096),
+                      tiny_model_dir, run_id)
+    assert cfg.max_turns == 12 and cfg.max_episode_tokens == 4096
     assert eval_config(store, EvalSettings(domains=["play_sudoku"]), tiny_model_dir, None).max_turns == 4
     cfg = eval_config(store, EvalSettings(), tiny_model_dir, run_id)
     assert specs(cfg) == {"letter_counting": (2, 2)} and cfg.model == str(tiny_model_dir)
