@@ -284,6 +284,13 @@ class TextDomain(Domain):
     def wrap_answer(self, answer: str) -> str:
         """`answer` written the way this domain asks for it (`Answer: 17`, `<answer>..`)."""
 
+    def near_miss(self, task: Task) -> str | None:
+        """An answer close to the reference that must not pass, for validation's near-miss
+        probe; None (the default): validation changes the reference's first letter or digit,
+        which a domain with many valid answers (a graph colouring, a sokoban walk) may
+        still accept, so such a domain gives a surely wrong one here."""
+        return None
+
 
 class LineAnswerDomain(TextDomain):
     """A single-turn domain generated in this project whose reply ends with an `Answer: ...`

@@ -171,7 +171,8 @@ def _check_rg_level(domain, tasks: list[Task], n_verify: int) -> dict:
         elif len(examples) < 5:
             examples.append(f"seed {task.seed}: reference answer {task.answer[:60]!r} scored {b.get('score', 0):.2f}")
         others = [] if domain.multiple_answers else answers
-        wrong = [a for a in dict.fromkeys([*others, _corrupt(task.answer)])
+        near = domain.near_miss(task) or _corrupt(task.answer)
+        wrong = [a for a in dict.fromkeys([*others, near])
                  if a.strip() and a.strip() != task.answer.strip() and not _numerically_close(a, task.answer)][-3:]
         for a in wrong:
             reward, b = domain.score(task, domain.wrap_answer(a))

@@ -188,6 +188,10 @@ class PuzzleDomain(TextDomain):
         """`answer` between `<answer>` tags."""
         return f"<answer>{answer}</answer>"
 
+    def near_miss(self, task: Task) -> str | None:
+        """The game's own near miss (`GameSpec.near_miss`), where it has one."""
+        return None if self.spec.near_miss is None else self.spec.near_miss(task.entry["puzzle"], task.answer)
+
     def score(self, task: Task, completion: str) -> tuple[float, dict]:
         """Score a completion: reward = FORMAT_WEIGHT * format + CORRECT_WEIGHT * correct.
 

@@ -180,6 +180,9 @@ class GameSpec:
         dropped_levels: The package's levels left out -> why (generation over 1 s per
             task, or a level whose answer is all but constant).
         note: What the checker tests beyond the obvious, and traps of the package.
+        near_miss: (facts, reference answer) -> an answer one step from it that breaks a
+            rule, where the generic near miss (the first digit changed) can be another
+            valid answer.
     """
 
     key: str
@@ -196,6 +199,7 @@ class GameSpec:
     fallback: Callable[[Any], bool] | None = None
     dropped_levels: dict[str, str] = field(default_factory=dict)
     note: str = ""
+    near_miss: Callable[[dict, str], str | None] | None = None
 
     def question(self, g: Any) -> str:
         """The question: the package's name, description, rules and board, the data the
@@ -227,6 +231,19 @@ def _grid_facts(givens_attr: str = "initial_grid", single_digits: bool = True) -
         givens = _grid(getattr(g, givens_attr))
         return {"size": len(givens), "givens": givens, "single_digits": single_digits}
     return facts
+
+
+def _clashing_colour(facts: dict, answer: str) -> str | None:
+    """The colouring with one node that isn't given recoloured like a neighbour: an edge
+    then joins two equal colours."""
+    colors = answer.split()
+    given = {node for node, _ in facts["given"]}
+    for a, b in facts["edges"]:
+        for node, other in ((a, b), (b, a)):
+            if node not in given:
+                colors[node - 1] = colors[other - 1]
+                return " ".join(colors)
+    return None
 
 
 def _spec(key: str, description: str, **kw: Any) -> GameSpec:
@@ -316,7 +333,7 @@ _SPECS = [
                            "edges": sorted([min(a, b), max(a, b)] for a, b in g.edges),
                            "given": sorted([int(k), int(v)] for k, v in g.initial_coloring.items())},
           reference=lambda g: " ".join(str(g.solution[i]) for i in range(1, g.num_nodes + 1)),
-          parse=parse_numbers, check=check_graph_coloring),
+          parse=parse_numbers, check=check_graph_coloring, near_miss=_clashing_colour),
     _spec("knapsack", "0/1 knapsack: choose items of the best total value within the weight limit.",
           answer_format="The numbers of the selected items, separated by spaces, on one line.",
           facts=lambda g: {"items": [[it.weight, it.value] for it in g.items], "capacity": g.capacity,
@@ -339,7 +356,7 @@ _SPECS = [
           answer_format=("The player's moves as letters U (up), D (down), L (left), R (right) on one line, "
                          "e.g. RRUL; walking into a wall or pushing a box into a wall or box is not allowed."),
           facts=_sokoban_facts, reference=lambda g: sokoban_path(_sokoban_facts(g)),
-          parse=parse_sokoban, check=check_sokoban,
+          parse=parse_sokoban, check=check_sokoban, near_miss=lambda f, answer: answer[:-1] or None,
           note="the package stores no solution: reference by own best-first search"),
     _spec("bridges", "Bridges (hashiwokakero): join the islands with bridges to meet their counts, all connected.",
           answer_format=("One bridge per line: '<r1> <c1> <r2> <c2> <count>' (1-indexed coordinates of the two "

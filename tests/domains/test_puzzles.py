@@ -407,3 +407,15 @@ def test_candidates_skip_fallbacks_and_broken_references(monkeypatch):
     monkeypatch.setattr(D, "MAX_CANDIDATES", 3)
     with pytest.raises(D.PuzzleGenerationError):
         D.puzzle_entry(replace(G.GAMES["futoshiki"], check=lambda facts, parsed: False), "easy", 0)
+
+
+@pytest.mark.parametrize("name", ["puzzle_graph_coloring", "puzzle_sokoban"])
+def test_a_domain_with_many_answers_gives_validation_a_surely_wrong_near_miss(name):
+    from domains.registry import get_domain
+
+    d = get_domain(name)
+    for seed in range(15):
+        task = d.make_task(seed, 1)
+        near = d.near_miss(task)
+        assert near and near != task.answer and d.score(task, d.wrap_answer(near))[1]["correct"] == 0.0
+    assert get_domain("chain_sum").near_miss(get_domain("chain_sum").make_task(0, 1)) is None  # the generic one
