@@ -103,7 +103,7 @@ def test_catalogue_filters_narrow_the_table(tmp_path, monkeypatch):
     at.multiselect(key="dom_kind").select("multi_turn").run()
     kinds = _table(at)
     assert set(kinds["kind"]) == {"multi_turn"}
-    assert all(n.startswith(("terminal_", "tool_", "cad_")) for n in kinds["name"])
+    assert all(n.startswith(("terminal_", "tool_", "cad_", "play_")) for n in kinds["name"])
     at.multiselect(key="dom_family").select("arithmetic").run()
     assert _table(at).empty  # no multi-turn arithmetic domain
     _ok(at)
