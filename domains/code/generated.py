@@ -218,10 +218,11 @@ CODE_TEMPLATES: tuple[CodeTemplate, ...] = (
 )
 
 
-def _run(solution: str, name: str, args: tuple) -> Any:
+def _reference(spec: Spec) -> Callable[..., Any]:
+    """The spec's reference function, compiled once per task (our own code, never the model's)."""
     namespace: dict = {}
-    exec(compile(solution, f"<reference {name}>", "exec"), namespace)  # our own reference, never the model's
-    return namespace[name](*args)
+    exec(compile(spec.solution, f"<reference {spec.name}>", "exec"), namespace)
+    return namespace[spec.name]
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity; hashable
@@ -263,11 +264,9 @@ class GeneratedCodeDomain(SandboxDomain):
         level, index = check_difficulty(difficulty, self.levels), check_seed(seed)
         rng = task_random(self.name, level, index)
         spec = self.template.draw(rng)
-        cases = []
-        for n in range(2 + TESTS[level]):
-            args = spec.inputs(rng, n + level, edge=level == 3)
-            cases.append((args, _run(spec.solution, spec.name, args)))
-        cases += [(args, _run(spec.solution, spec.name, args)) for args in spec.fixed]
+        reference = _reference(spec)
+        inputs = [spec.inputs(rng, n + level, edge=level == 3) for n in range(2 + TESTS[level])]
+        cases = [(args, reference(*args)) for args in [*inputs, *spec.fixed]]
         examples, hidden = cases[:2], cases[2:]
         shown = "\n".join(f"    >>> {spec.name}({', '.join(map(repr, a))})\n    {out!r}" for a, out in examples)
         prompt = f'def {spec.name}({spec.args}):\n    """{spec.doc}\n\n{shown}\n    """\n'

@@ -112,12 +112,8 @@ def _sokoban(task: Task) -> str:
 def _graph(task: Task) -> str:
     """A free node with an edge takes its neighbour's colour (else a colour out of range)."""
     facts, colors = task.entry["puzzle"], task.answer.split()
-    given = {node for node, _ in facts["given"]}
-    for a, b in facts["edges"]:
-        for node, other in ((a, b), (b, a)):
-            if node not in given:
-                colors[node - 1] = colors[other - 1]
-                return " ".join(colors)
+    if (clash := G._clashing_colour(facts, task.answer)) is not None:
+        return clash
     colors[0] = str(facts["colors"] + 1)
     return " ".join(colors)
 
