@@ -26,8 +26,12 @@ def test_tiny_run_completes_and_records_everything(tiny_run):
     steps = sorted({m["step"] for m in store.run_metrics(run_id)})
     assert steps == list(range(1, TINY_RUN_STEPS + 1))
     # peak memory per phase: a real process's RSS (above 100 MiB with torch loaded, below this machine's RAM)
-    peaks = [m["value"] for m in store.run_metrics(run_id) if m["name"].startswith("memory/")]
+    peaks = [m["value"] for m in store.run_metrics(run_id) if m["name"].endswith("_peak_gb")]
     assert len(peaks) == 3 * TINY_RUN_STEPS and all(0.1 < v < 1024 for v in peaks)
+    # the engine slept through each learner step (engine_sleep's default): what the process gave back
+    released = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "memory/engine_released_gb"}
+    trained = {m["step"] for m in store.run_metrics(run_id) if m["name"] == "learner_sequences" and m["value"] > 0}
+    assert trained and set(released) == trained and all(0.0 <= v < 1024 for v in released.values())
     # the shared-prefix learner computes fewer tokens than the sequences hold (groups of 4 share a prompt)
     learn = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "learner_computed_tokens"}
     tokens = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "learner_tokens"}

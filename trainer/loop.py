@@ -193,8 +193,15 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 at_rng, at_curriculum, rolled = pipe.checkpoint_state()
                 blobs = {NEXT_ROLLOUT: pickle.dumps(rolled, protocol=5)} if rolled is not None else {}
                 state = trainer_state(step, at_rng, at_curriculum, learner.steps_done, NEXT_ROLLOUT if blobs else None)
-                path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer, extra={TRAINER_STATE: state},
-                                               blobs=blobs)
+                # the engine is idle (a prefetched rollout has finished): it sleeps while the merged weights
+                # are written (the quickstart's checkpoint was its process's peak, 1 GB above any step's)
+                slept = cfg.engine_sleep and engine.sleep()
+                try:
+                    path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer,
+                                                   extra={TRAINER_STATE: state}, blobs=blobs)
+                finally:
+                    if slept:
+                        engine.update_weights(learner.named_weights())
                 store.record_checkpoint(run_id, step, str(path))
                 drop_old_optimizer_states(ckpt_root, keep=path)
                 return path

@@ -125,6 +125,18 @@ def _libc():
         return None
 
 
+def resident_gb() -> float:
+    """The process's resident memory now (``VmRSS``) in GiB (2**30 bytes); the peak since the
+    process started where there is no /proc."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024 / 2**30
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30
+
+
 class PeakRSS:
     """The process's peak resident memory within a phase of a step: Linux's RSS high-water
     mark (``VmHWM``), reset at the start of the phase through ``/proc/self/clear_refs``.

@@ -1,7 +1,10 @@
 """`StepPipeline`: the order of one training step's phases, on-policy or one step off-policy.
 
 On-policy (``overlap: false``): roll out step t with the current weights, train on it,
-sync the new weights into the rollout engine, record.
+sync the new weights into the rollout engine, record. With ``engine_sleep`` (the default)
+the engine releases its weights and KV cache while the learner trains (`RolloutEngine.sleep`)
+and the sync loads them back: the learner phase's peak memory lacks the engine's share,
+recorded as ``memory/engine_released_gb`` (the process's resident memory it gave back).
 
 One step off-policy (``overlap: true``): while the learner trains on step t, a background
 thread already rolls out step t+1 with the weights the engine holds, those of step t-1.
@@ -43,7 +46,8 @@ from dataclasses import dataclass, field
 from trainer.config import RunConfig
 from trainer.curriculum import Curriculum
 from trainer.groups import StepGroups, collect_groups
-from trainer.metrics import PeakRSS, rollout_metrics, sandbox_executions, sandbox_metrics
+from trainer.metrics import (PeakRSS, release_free_memory, resident_gb, rollout_metrics, sandbox_executions,
+                             sandbox_metrics)
 from trainer.rollout.base import derive_seed
 from trainer.scoring import rollout
 from trainer.types import LearnerBatch, Sample
@@ -182,6 +186,11 @@ class StepPipeline:
         got = rolled.groups
         learn: dict[str, float] = {}
         staleness = getattr(self.learner, "steps_done", 0) - rolled.policy_version
+        if self.cfg.engine_sleep and self._pending is None and got.batch:  # nothing generates until the sync
+            before = resident_gb()
+            if self.engine.sleep():
+                release_free_memory()
+                memory["memory/engine_released_gb"] = max(before - resident_gb(), 0.0)
         self._rss.reset()
         t1 = time.perf_counter()
         if got.batch:

@@ -196,6 +196,9 @@ class FormatOnceEngine:
     def reseed(self, seed):
         self.engine.reseed(seed)
 
+    def sleep(self):
+        return self.engine.sleep()
+
     def update_weights(self, weights):
         self.engine.update_weights(weights)
 

@@ -39,6 +39,15 @@ class WatchedEngine:
     def reseed(self, seed):
         self.engine.reseed(seed)
 
+    def sleep(self):
+        if not self.busy.acquire(blocking=False):
+            raise AssertionError("the engine was put to sleep while a rollout was generating")
+        try:
+            self.slept = getattr(self, "slept", 0) + 1
+            return self.engine.sleep()
+        finally:
+            self.busy.release()
+
     def update_weights(self, weights):
         if not self.busy.acquire(blocking=False):
             raise AssertionError("weights updated while a rollout was generating")
@@ -80,7 +89,7 @@ def _train(tiny_model_dir, db, overlap: bool):
         finally:
             learner.close()
         tasks = [(t["step"], t["domain"], t["task_seed"]) for t in store.trajectories(run_id, limit=1000)]
-    return metrics, engine.calls, saved, tasks
+    return metrics, engine.calls, saved, tasks, getattr(engine, "slept", 0)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +99,7 @@ def both(tiny_model_dir, tmp_path_factory):
 
 
 def test_overlapped_batches_are_one_step_stale(both):
-    (seq_metrics, seq_calls, _, _), (ovl_metrics, ovl_calls, _, _) = both
+    (seq_metrics, seq_calls, _, _, seq_slept), (ovl_metrics, ovl_calls, _, _, ovl_slept) = both
     assert [m["off_policy/staleness"] for m in seq_metrics] == [0.0] * STEPS
     assert [m["off_policy/staleness"] for m in ovl_metrics] == [0.0] + [1.0] * (STEPS - 1)
     # on-policy: step t generates with the weights of t-1 syncs; overlapped: step 2 still with
@@ -101,10 +110,13 @@ def test_overlapped_batches_are_one_step_stale(both):
     assert all(name.startswith("rollout") for _, name, _ in ovl_calls[1:])  # behind the learner
     for m in ovl_metrics:
         assert m["learner_sequences"] == 8 and m["time/learn"] > 0 and m["time/rollout_wait"] >= 0
+    # engine_sleep: asked before every learner step on-policy; overlapped only where nothing was prefetched
+    # (the last step), never while a rollout generated (WatchedEngine.sleep)
+    assert seq_slept == STEPS and ovl_slept == 1
 
 
 def test_overlap_samples_the_same_tasks_and_saves_the_state_after_the_prefetch(both):
-    (_, _, seq_saved, seq_tasks), (_, _, ovl_saved, ovl_tasks) = both
+    (_, _, seq_saved, seq_tasks, _), (_, _, ovl_saved, ovl_tasks, _) = both
     assert seq_tasks == ovl_tasks and len(seq_tasks) == STEPS * 8
     # a checkpoint of step t stores step t+1's prefetched rollout, so the sampler as the
     # on-policy loop had it after step t+1; the last step prefetches nothing: as on-policy

@@ -1,9 +1,11 @@
 """Weight sync: after a DeepSpeed step, the running vLLM engine scores fixed tokens exactly
-as the learner does, and differently from before the update."""
+as the learner does, and differently from before the update; the same after the engine slept
+through the step (`VLLMEngine.sleep`)."""
 
 import pytest
 import torch
 
+from core.errors import EngineError
 from trainer.config import RunConfig
 from trainer.types import Completion, LearnerBatch, Sample
 
@@ -59,3 +61,34 @@ def test_weights_synced_in_place(learner_and_engine):
     after_engine = _engine_scores(engine, batch)
     assert torch.allclose(after_engine, after_learner, atol=1e-3), (after_engine - after_learner).abs().max()
     assert (after_engine - before_engine).abs().max() > 1e-2
+
+
+def test_sleep_releases_the_engine_until_a_full_sync(learner_and_engine):
+    """The engine sleeps through a learner step: it refuses to generate or score, a partial
+    update leaves it asleep, and the full sync brings it back scoring as the learner does."""
+    learner, engine = learner_and_engine
+    batch = _batch()
+    prompts = [[1, 5, 9, 13], [1, 7, 11]]
+    engine.update_weights(learner.named_weights())
+    before = engine.generate(prompts, 3, 6, temperature=1.0, seeds=[3, 4])
+    assert engine.sleep() is True and engine.sleep() is True  # a second call is a no-op
+    with pytest.raises(EngineError, match="asleep"):
+        engine.generate(prompts, 1, 4)
+    with pytest.raises(EngineError, match="asleep"):
+        engine.score([1, 2, 3], [4, 5])
+    weights = dict(learner.named_weights())
+    partial = [(k, v) for k, v in weights.items() if ".layers.0.mlp." not in k]
+    with pytest.raises(EngineError, match="without weights"):
+        engine.update_weights(partial)
+    with pytest.raises(EngineError, match="asleep"):  # still asleep: layer 0's MLP never got a weight
+        engine.generate(prompts, 1, 4)
+    engine.update_weights(weights.items())
+    # the same weights back: the same samples and logprobs, token for token
+    after = engine.generate(prompts, 3, 6, temperature=1.0, seeds=[3, 4])
+    assert [[(c.token_ids, c.logprobs) for c in g] for g in after] == [[(c.token_ids, c.logprobs) for c in g]
+                                                                     for g in before]
+    # asleep through a learner step, then synced: the engine scores as the learner does
+    engine.sleep()
+    learner.step(batch)
+    engine.update_weights(learner.named_weights())
+    assert torch.allclose(_engine_scores(engine, batch), learner.logprobs(batch), atol=1e-3)

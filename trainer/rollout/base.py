@@ -121,6 +121,18 @@ class RolloutEngine(ABC):
             EngineError: if the engine rejects the weights.
         """
 
+    def sleep(self) -> bool:
+        """Release the memory the engine needs only to generate, while the learner trains: its
+        weights and KV cache (as vLLM's "sleep mode" level 2 does on GPUs; the next
+        `update_weights` brings new weights anyway). Until that `update_weights`, which must
+        carry every weight, `generate` and `score` raise `EngineError`. This default keeps
+        everything (an engine that can't sleep).
+
+        Returns:
+            Whether it slept (False: nothing released; the engine stays usable).
+        """
+        return False
+
     @abstractmethod
     def score(self, prompt: list[int], completion: list[int]) -> list[float]:
         """Log-probabilities (nats) of `completion` tokens given `prompt` under the current

@@ -23,6 +23,12 @@ worker processes, and `update_weights` sends the weights to each of them (pickle
 vLLM's message queue rather than handed over in process). Not covered: tensor parallelism
 on the CPU build (refused: the CPU path is tested with 1) and LoRA adapters in the engine.
 
+Sleep (`VLLMEngine.sleep`): vLLM's own sleep mode needs CUDA's memory pool, and its CPU
+build only logs "not supported". Here the engine releases on the CPU what it holds for
+generation alone (each linear layer's packed weight, the other parameters' storage, the KV
+cache) while the learner trains in the same process, and the next `update_weights` gives
+the storage back and reloads every weight into it; in between it refuses to generate.
+
 Seeds: after `RolloutEngine.reseed` each request carries its own seed (vLLM's per-request
 generator), derived from the reseed, the call and the prompt's index, so a request samples
 the same tokens whatever else the engine holds in its batch (checked on vLLM 0.32's CPU
@@ -104,6 +110,54 @@ def kv_bytes_per_token(model_path: str | Path, dtype: str) -> int:
 def _reload_on_worker(worker, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
     """Runs inside the vLLM worker: reload its model weights in place (HF names)."""
     worker.reload_weights(weights_iterator=iter(weights))
+
+
+SLEEP_STATE = "_rlwb_sleep"  # on the worker: what `_sleep_on_worker` released, for `_wake_on_worker`
+
+
+def _asleep_linear(x, weight, bias):
+    raise RuntimeError("the rollout engine is asleep: its packed weights were released (VLLMEngine.sleep); "
+                       "update_weights loads them again")
+
+
+def _sleep_on_worker(worker) -> None:
+    """Runs inside the vLLM worker (CPU): free the model's weights and KV cache.
+
+    vLLM's CPU build keeps most weights outside its parameters: each linear layer packs its
+    weight for oneDNN (or sgl's kernel) in a closure, ``layer.cpu_linear``, and leaves an empty
+    parameter behind. Those closures are dropped here (the in-place reload packs new ones),
+    and the storages of the remaining parameters (embeddings, norms) and of the KV cache are
+    resized to 0 bytes; `_wake_on_worker` gives them back their size, uninitialised. Buffers
+    (rotary caches: computed from the config, never loaded) are kept."""
+    runner = worker.model_runner
+    model = runner.get_model()
+    storages: dict[int, torch.UntypedStorage] = {}
+    for t in [*model.parameters(), *runner.kv_caches]:
+        s = t.untyped_storage()
+        if s.nbytes() and s.resizable():
+            storages.setdefault(s.data_ptr(), s)
+    for layer in model.modules():
+        if getattr(layer, "cpu_linear", None) is not None:
+            layer.cpu_linear = _asleep_linear
+    kept = [(s, s.nbytes()) for s in storages.values()]
+    for s, _ in kept:
+        s.resize_(0)
+    setattr(worker, SLEEP_STATE, kept)
+
+
+def _wake_on_worker(worker) -> None:
+    """Runs inside the vLLM worker: give `_sleep_on_worker`'s storages their size back (their
+    contents are undefined until the weights are reloaded; the KV cache is written before
+    it is read once the prefix cache is reset)."""
+    for s, nbytes in getattr(worker, SLEEP_STATE, None) or ():
+        s.resize_(nbytes)
+    setattr(worker, SLEEP_STATE, None)
+
+
+def _still_asleep(worker) -> list[str]:
+    """Runs inside the vLLM worker: the linear layers that no weight reached since `_sleep_on_worker`."""
+    return [name for name, layer in worker.model_runner.get_model().named_modules()
+            if getattr(layer, "cpu_linear", None) is _asleep_linear]
 
 
 def _check_tensor_parallel(size) -> None:
@@ -206,6 +260,7 @@ class VLLMEngine(RolloutEngine):
         self.model_path = Path(model_path)
         self.max_model_len = self.window = max_model_len
         self._calls = 0  # generate calls: request ids are "rlwb-<call>-<prompt>"
+        self._asleep = False  # `sleep` released the weights and KV cache; `update_weights` loads them again
         try:
             self._llm = LLM(
                 model=str(model_path),
@@ -244,6 +299,7 @@ class VLLMEngine(RolloutEngine):
         the samples are the same), and `on_group` gets each prompt's group the step it
         finishes, while the others still generate.
         """
+        self._check_awake()
         # vLLM refuses n > 1 with greedy decoding; the n greedy completions are identical.
         greedy_copies = n if temperature == 0.0 else 1
         params = SamplingParams(
@@ -304,25 +360,64 @@ class VLLMEngine(RolloutEngine):
         Pass the *full* state dict (or at least every tensor of each module touched):
         vLLM fuses q/k/v and gate/up projections, and a fused module that receives only
         some of its parts is rebuilt with the rest uninitialised. Tensors are cast to the
-        engine's dtype on copy.
+        engine's dtype on copy. After `sleep` it gives the weights and KV cache their memory
+        back first; every weight must come then.
 
         Raises:
-            EngineError: if the worker rejects a name or shape.
+            EngineError: if the worker rejects a name or shape, or after `sleep` a linear layer
+                got no weight (the engine stays asleep).
         """
         # a generator, not a list: the engine runs in this process, so vLLM reloads each
         # tensor as it comes; a LoRA learner merges one weight at a time and a list would
         # hold a whole merged copy of the model (~0.5 GB for SmolLM2-135M) at once
         weights = ((k, v.detach()) for k, v in named_tensors)
         try:
+            if self._asleep:  # storage back (uninitialised), then every weight loaded into it
+                self._llm.collective_rpc(_wake_on_worker)
             self._llm.collective_rpc(_reload_on_worker, args=(weights,))
+            missing = self._llm.collective_rpc(_still_asleep)[0] if self._asleep else []
         except Exception as e:
             raise EngineError(f"vLLM rejected the weight update: {e}") from e
+        if missing:
+            raise EngineError(f"the weight update after sleep() left {len(missing)} layers without weights (e.g. "
+                              f"{missing[0]}); pass the whole state dict")
+        self._asleep = False
         self._llm.reset_prefix_cache()
+
+    def sleep(self) -> bool:
+        """Release the engine's weights and KV cache until the next `update_weights` (see
+        `RolloutEngine.sleep`): on the CPU build, which lacks vLLM's own sleep mode, the
+        packed weights of every linear layer, the storage of the other parameters and the KV
+        cache (SmolLM2-135M in float32 with the quickstart's KV cache: about 1.1 GB). On GPUs
+        it does nothing and returns False (vLLM's sleep mode needs ``enable_sleep_mode`` at
+        start and is not wired here).
+
+        Raises:
+            EngineError: the worker could not release them (the engine is then unusable until a
+                full `update_weights`).
+        """
+        if not current_platform.is_cpu() or self._llm is None:
+            return False
+        if self._asleep:
+            return True
+        self._asleep = True  # from here on a half-released model must not generate
+        try:
+            self._llm.collective_rpc(_sleep_on_worker)
+        except Exception as e:
+            raise EngineError(f"vLLM could not release its memory: {e}; load weights with update_weights") from e
+        gc.collect()
+        return True
+
+    def _check_awake(self) -> None:
+        if self._asleep:
+            raise EngineError("the rollout engine is asleep (sleep() released its weights and KV cache); load "
+                              "the policy's weights with update_weights before generating")
 
     def score(self, prompt: list[int], completion: list[int]) -> list[float]:
         """Raw logprobs (nats) of `completion` given `prompt`, length len(completion)."""
         if not completion:
             return []
+        self._check_awake()
         params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
         ids = list(prompt) + list(completion)
         (out,) = self._llm.generate([TokensPrompt(prompt_token_ids=ids)], params,
