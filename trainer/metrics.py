@@ -125,16 +125,22 @@ def _libc():
         return None
 
 
-def resident_gb() -> float:
-    """The process's resident memory now (``VmRSS``) in GiB (2**30 bytes); the peak since the
-    process started where there is no /proc."""
+def _status_gb(key: str) -> float:
+    """`key` ("VmRSS", "VmHWM") of /proc/self/status in GiB (2**30 bytes); the peak since
+    the process started (``ru_maxrss``) where there is no /proc."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024 / 2**30
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30
+
+
+def resident_gb() -> float:
+    """The process's resident memory now (``VmRSS``) in GiB (2**30 bytes); the peak since the
+    process started where there is no /proc."""
+    return _status_gb("VmRSS")
 
 
 class PeakRSS:
@@ -161,10 +167,5 @@ class PeakRSS:
     def read_gb(self) -> float:
         """Peak RSS since the last `reset` in GiB (2**30 bytes)."""
         if self.resettable:
-            try:
-                for line in Path("/proc/self/status").read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024 / 2**30
-            except OSError:
-                pass
+            return _status_gb("VmHWM")
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30

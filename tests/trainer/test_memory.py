@@ -6,14 +6,11 @@ import sys
 import numpy as np
 import pytest
 
-from trainer.metrics import PeakRSS, release_free_memory
+from trainer.metrics import PeakRSS, release_free_memory, resident_gb
 
 
 def _rss_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+    return resident_gb() * 1024
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim and /proc are Linux's")
@@ -39,3 +36,11 @@ def test_each_phase_peak_starts_from_the_reset():
     del big
     rss.reset()
     assert rss.read_gb() < first - 0.2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_resident_memory_follows_what_is_touched():
+    before = resident_gb()
+    big = np.ones(40_000_000)  # 320 MB, touched
+    assert resident_gb() - before > 0.25
+    del big
