@@ -17,7 +17,7 @@ a warm-up pair so both see the same load:
 
 Printed per mode: the learner phase's peak RSS (VmHWM reset at its start, as the run's
 ``memory/learn_peak_gb``), the sync's seconds and peak, the seconds of the rollout after it (where an
-asleep engine's KV cache comes back), and for asleep the resident memory the sleep gave back. The last line is ``ratio:`` = awake's
+asleep engine's KV cache comes back), and for asleep the resident memory the sleep gave back (each read after glibc returned its free pages). The last line is ``ratio:`` = awake's
 learner-phase peak / asleep's (medians over the timed steps). A benchmark, not a test:
 figures depend on the machine.
 """

@@ -131,9 +131,11 @@ class RunConfig(BaseModel):
                            "trains on step t (the importance ratio corrects for the one-step staleness, which "
                            "is recorded as off_policy/staleness). Off: every step is on-policy.")
     engine_sleep: bool = Field(
-        True, description="Release the rollout engine's weights and KV cache while the learner trains, and load "
-                          "them back with the weight sync (the quickstart's learner phase: about 1.1 GB less). "
-                          "Not with overlap (the engine generates meanwhile); on GPUs it does nothing yet.")
+        True, description="Release the rollout engine's weights and KV cache while the learner trains and while a "
+                          "checkpoint is written, and load them back with the weight sync (the quickstart: about "
+                          "0.9 GiB less). vLLM's CPU build only: the transformers engine, Ray rollout workers and "
+                          "vLLM on GPUs keep theirs; with overlap only where no rollout is prefetched (the last "
+                          "step, checkpoints).")
     scheduler: Literal["local", "ray"] = Field(
         "local", description="Where rollouts and sandboxes run: local (this process and machine) or ray (rollout "
                              "and sandbox workers as Ray actors across a cluster, trainer.ray_scheduler; with one "

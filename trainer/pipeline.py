@@ -4,7 +4,9 @@ On-policy (``overlap: false``): roll out step t with the current weights, train 
 sync the new weights into the rollout engine, record. With ``engine_sleep`` (the default)
 the engine releases its weights and KV cache while the learner trains (`RolloutEngine.sleep`)
 and the sync loads them back: the learner phase's peak memory lacks the engine's share,
-recorded as ``memory/engine_released_gb`` (the process's resident memory it gave back).
+recorded as ``memory/engine_released_gb`` (the process's resident memory it gave back). Only
+an engine in this process that can sleep does (vLLM's CPU build: not the transformers engine,
+Ray's rollout workers or vLLM on GPUs), and with overlap only where no rollout was prefetched.
 
 One step off-policy (``overlap: true``): while the learner trains on step t, a background
 thread already rolls out step t+1 with the weights the engine holds, those of step t-1.
@@ -187,6 +189,7 @@ class StepPipeline:
         learn: dict[str, float] = {}
         staleness = getattr(self.learner, "steps_done", 0) - rolled.policy_version
         if self.cfg.engine_sleep and self._pending is None and got.batch:  # nothing generates until the sync
+            release_free_memory()  # the rollout's freed heap first: what follows is the engine's alone
             before = resident_gb()
             if self.engine.sleep():
                 release_free_memory()

@@ -2,6 +2,8 @@
 as the learner does, and differently from before the update; the same after the engine slept
 through the step (`VLLMEngine.sleep`)."""
 
+import math
+
 import pytest
 import torch
 
@@ -92,3 +94,38 @@ def test_sleep_releases_the_engine_until_a_full_sync(learner_and_engine):
     learner.step(batch)
     engine.update_weights(learner.named_weights())
     assert torch.allclose(_engine_scores(engine, batch), learner.logprobs(batch), atol=1e-3)
+
+
+def test_a_sync_after_sleep_must_bring_every_parameter(learner_and_engine):
+    """A norm weight left out after sleep is caught (its storage came back as NaN), not scored with."""
+    learner, engine = learner_and_engine
+    weights = dict(learner.named_weights())
+    engine.sleep()
+    with pytest.raises(EngineError, match="without weights"):
+        engine.update_weights([(k, v) for k, v in weights.items() if k != "model.norm.weight"])
+    with pytest.raises(EngineError, match="asleep"):
+        engine.score([1, 2, 3], [4, 5])
+    engine.update_weights(weights.items())
+    assert all(math.isfinite(x) for x in engine.score([1, 2, 3], [4, 5]))
+
+
+def _kv_nonzero(worker) -> int:
+    return sum(int(t.count_nonzero()) for t in worker.model_runner.kv_caches)
+
+
+def test_the_kv_cache_comes_back_zeroed_and_two_sleeps_in_a_row_lose_nothing(learner_and_engine):
+    """Sleep, sync, sleep again before any generate (a checkpoint right after a step), sync:
+    the KV cache comes back at the next use, zeroed, and the engine samples as before."""
+    learner, engine = learner_and_engine
+    weights = dict(learner.named_weights())
+    engine.update_weights(weights.items())
+    prompts = [[1, 5, 9, 13]]
+    before = engine.generate(prompts, 2, 6, temperature=1.0, seeds=[7])
+    assert engine._llm.collective_rpc(_kv_nonzero)[0] > 0  # the rollout wrote keys and values
+    for _ in range(2):
+        engine.sleep()
+        engine.update_weights(weights.items())
+    engine._check_awake()  # what generate does first: the KV cache's memory back
+    assert engine._llm.collective_rpc(_kv_nonzero)[0] == 0
+    after = engine.generate(prompts, 2, 6, temperature=1.0, seeds=[7])
+    assert [(c.token_ids, c.logprobs) for c in after[0]] == [(c.token_ids, c.logprobs) for c in before[0]]

@@ -127,37 +127,55 @@ def _sleep_on_worker(worker) -> None:
     weight for oneDNN (or sgl's kernel) in a closure, ``layer.cpu_linear``, and leaves an empty
     parameter behind. Those closures are dropped here (the in-place reload packs new ones),
     and the storages of the remaining parameters (embeddings, norms) and of the KV cache are
-    resized to 0 bytes; `_wake_on_worker` gives them back their size, uninitialised. Buffers
-    (rotary caches: computed from the config, never loaded) are kept."""
+    resized to 0 bytes; `_wake_on_worker` gives them back their size. Buffers (rotary caches:
+    computed from the config, never loaded) are kept."""
     runner = worker.model_runner
     model = runner.get_model()
-    storages: dict[int, torch.UntypedStorage] = {}
-    for t in [*model.parameters(), *runner.kv_caches]:
-        s = t.untyped_storage()
-        if s.nbytes() and s.resizable():
-            storages.setdefault(s.data_ptr(), s)
+
+    def storages(tensors) -> list[tuple[torch.UntypedStorage, int]]:
+        found: dict[int, torch.UntypedStorage] = {}
+        for t in tensors:
+            st = t.untyped_storage()
+            if st.nbytes() and st.resizable():
+                found.setdefault(st.data_ptr(), st)
+        return [(st, st.nbytes()) for st in found.values()]
+
+    # a KV cache still released from the sleep before (no generate since the sync) stays in the state
+    kept = getattr(worker, SLEEP_STATE, None) or {}
+    for part, tensors in (("weights", model.parameters()), ("kv", runner.kv_caches)):
+        kept.setdefault(part, []).extend(storages(tensors))
     for layer in model.modules():
         if getattr(layer, "cpu_linear", None) is not None:
             layer.cpu_linear = _asleep_linear
-    kept = [(s, s.nbytes()) for s in storages.values()]
-    for s, _ in kept:
-        s.resize_(0)
+    for part in kept.values():
+        for st, _ in part:
+            if st.nbytes():
+                st.resize_(0)
     setattr(worker, SLEEP_STATE, kept)
 
 
-def _wake_on_worker(worker) -> None:
-    """Runs inside the vLLM worker: give `_sleep_on_worker`'s storages their size back (their
-    contents are undefined until the weights are reloaded; the KV cache is written before
-    it is read once the prefix cache is reset)."""
-    for s, nbytes in getattr(worker, SLEEP_STATE, None) or ():
-        s.resize_(nbytes)
-    setattr(worker, SLEEP_STATE, None)
+def _wake_on_worker(worker, part: str) -> None:
+    """Runs inside the vLLM worker: give `_sleep_on_worker`'s storages of `part` their size back.
+
+    "weights": filled with NaN, so a parameter the reload that follows does not reach is
+    caught by `_still_asleep` (never silently garbage); "kv": zeroed, because decoding reads
+    a block's unwritten slots (masked, but a NaN there still poisons the logits: with a
+    recycling allocator the memory is not fresh zeros)."""
+    kept = getattr(worker, SLEEP_STATE, None) or {}
+    for st, nbytes in kept.pop(part, ()):
+        st.resize_(nbytes)
+        view = torch.empty(0, dtype=torch.uint8).set_(st)
+        view.fill_(0xFF if part == "weights" else 0)  # 0xFF bytes: a NaN in float32, bfloat16 and float16
 
 
 def _still_asleep(worker) -> list[str]:
-    """Runs inside the vLLM worker: the linear layers that no weight reached since `_sleep_on_worker`."""
-    return [name for name, layer in worker.model_runner.get_model().named_modules()
-            if getattr(layer, "cpu_linear", None) is _asleep_linear]
+    """Runs inside the vLLM worker: the layers no weight reached since `_sleep_on_worker` (a
+    linear layer still without its packed weight) and the parameters still holding `_wake_on_worker`'s NaN."""
+    model = worker.model_runner.get_model()
+    missing = [name for name, layer in model.named_modules() if getattr(layer, "cpu_linear", None) is _asleep_linear]
+    missing += [name for name, p in model.named_parameters()
+                if p.numel() and p.is_floating_point() and bool(torch.isnan(p).all())]
+    return missing
 
 
 def _check_tensor_parallel(size) -> None:
@@ -261,6 +279,7 @@ class VLLMEngine(RolloutEngine):
         self.max_model_len = self.window = max_model_len
         self._calls = 0  # generate calls: request ids are "rlwb-<call>-<prompt>"
         self._asleep = False  # `sleep` released the weights and KV cache; `update_weights` loads them again
+        self._kv_asleep = False  # weights back, KV cache not yet: zeroed at the next generate or score
         try:
             self._llm = LLM(
                 model=str(model_path),
@@ -372,8 +391,8 @@ class VLLMEngine(RolloutEngine):
         # hold a whole merged copy of the model (~0.5 GB for SmolLM2-135M) at once
         weights = ((k, v.detach()) for k, v in named_tensors)
         try:
-            if self._asleep:  # storage back (uninitialised), then every weight loaded into it
-                self._llm.collective_rpc(_wake_on_worker)
+            if self._asleep:  # storage back (NaN), then every weight loaded into it; the KV cache at the next use
+                self._llm.collective_rpc(_wake_on_worker, args=("weights",))
             self._llm.collective_rpc(_reload_on_worker, args=(weights,))
             missing = self._llm.collective_rpc(_still_asleep)[0] if self._asleep else []
         except Exception as e:
@@ -381,14 +400,15 @@ class VLLMEngine(RolloutEngine):
         if missing:
             raise EngineError(f"the weight update after sleep() left {len(missing)} layers without weights (e.g. "
                               f"{missing[0]}); pass the whole state dict")
-        self._asleep = False
+        if self._asleep:
+            self._asleep, self._kv_asleep = False, True
         self._llm.reset_prefix_cache()
 
     def sleep(self) -> bool:
         """Release the engine's weights and KV cache until the next `update_weights` (see
         `RolloutEngine.sleep`): on the CPU build, which lacks vLLM's own sleep mode, the
         packed weights of every linear layer, the storage of the other parameters and the KV
-        cache (SmolLM2-135M in float32 with the quickstart's KV cache: about 1.1 GB). On GPUs
+        cache (SmolLM2-135M in float32 with the quickstart's KV cache: about 0.9 GiB of the process once it runs). On GPUs
         it does nothing and returns False (vLLM's sleep mode needs ``enable_sleep_mode`` at
         start and is not wired here).
 
@@ -409,9 +429,14 @@ class VLLMEngine(RolloutEngine):
         return True
 
     def _check_awake(self) -> None:
+        """Raise EngineError while asleep; after the weights came back, give the KV cache its
+        memory back (zeroed) first: the weight sync's peak doesn't hold it."""
         if self._asleep:
             raise EngineError("the rollout engine is asleep (sleep() released its weights and KV cache); load "
                               "the policy's weights with update_weights before generating")
+        if self._kv_asleep:
+            self._llm.collective_rpc(_wake_on_worker, args=("kv",))
+            self._kv_asleep = False
 
     def score(self, prompt: list[int], completion: list[int]) -> list[float]:
         """Raw logprobs (nats) of `completion` given `prompt`, length len(completion)."""
