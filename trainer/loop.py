@@ -194,7 +194,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 blobs = {NEXT_ROLLOUT: pickle.dumps(rolled, protocol=5)} if rolled is not None else {}
                 state = trainer_state(step, at_rng, at_curriculum, learner.steps_done, NEXT_ROLLOUT if blobs else None)
                 # the engine is idle (a prefetched rollout has finished): it sleeps while the merged weights
-                # are written (awake, the quickstart's checkpoint was its process's peak then: 3.48 GiB against 3.07 in any step)
+                # are written (awake, the quickstart's checkpoint was its process's peak: 3.48 GiB, any step 3.07)
                 slept = cfg.engine_sleep and engine.sleep()
                 try:
                     path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer,
