@@ -188,13 +188,14 @@ class StepPipeline:
         got = rolled.groups
         learn: dict[str, float] = {}
         staleness = getattr(self.learner, "steps_done", 0) - rolled.policy_version
+        slept = False
         if self.cfg.engine_sleep and self._pending is None and got.batch:  # nothing generates until the sync
             release_free_memory()  # the rollout's freed heap first: what follows is the engine's alone
             before = resident_gb()
-            if self.engine.sleep():
-                release_free_memory()
-                memory["memory/engine_released_gb"] = max(before - resident_gb(), 0.0)
-        self._rss.reset()
+            slept = self.engine.sleep()
+        self._rss.reset()  # trims the heap again: the engine's freed memory is back with the system
+        if slept:
+            memory["memory/engine_released_gb"] = max(before - resident_gb(), 0.0)
         t1 = time.perf_counter()
         if got.batch:
             learn = self.learner.step(LearnerBatch.from_samples(got.batch, self.pad_id))

@@ -384,7 +384,7 @@ class VLLMEngine(RolloutEngine):
 
         Raises:
             EngineError: if the worker rejects a name or shape, or after `sleep` a linear layer
-                got no weight (the engine stays asleep).
+                or a parameter got no weight (the engine stays asleep).
         """
         # a generator, not a list: the engine runs in this process, so vLLM reloads each
         # tensor as it comes; a LoRA learner merges one weight at a time and a list would
@@ -408,9 +408,9 @@ class VLLMEngine(RolloutEngine):
         """Release the engine's weights and KV cache until the next `update_weights` (see
         `RolloutEngine.sleep`): on the CPU build, which lacks vLLM's own sleep mode, the
         packed weights of every linear layer, the storage of the other parameters and the KV
-        cache (SmolLM2-135M in float32 with the quickstart's KV cache: about 0.9 GiB of the process once it runs). On GPUs
-        it does nothing and returns False (vLLM's sleep mode needs ``enable_sleep_mode`` at
-        start and is not wired here).
+        cache (SmolLM2-135M in float32 with the quickstart's KV cache: about 0.9 GiB of the
+        process once it runs). On GPUs it does nothing and returns False (vLLM's sleep mode
+        needs ``enable_sleep_mode`` at start and is not wired here).
 
         Raises:
             EngineError: the worker could not release them (the engine is then unusable until a
