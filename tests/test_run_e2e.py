@@ -104,3 +104,41 @@ def test_resume_point_of_steps_without_a_learner_step(tmp_path):
     assert ResumePoint.load(tmp_path).learner_steps == 1
     (tmp_path / "trainer_state.json").write_text(json.dumps(state))
     assert ResumePoint.load(tmp_path).learner_steps is None
+
+
+def test_the_final_evaluation_runs_after_the_learner_is_gone(tiny_model_dir, tmp_path, monkeypatch):
+    """A real 1-step run: the held-out evaluation after training starts once the learner is
+    closed and garbage (its model and optimizer back with the system); the one before
+    training runs beside the learner, as the step needs it next."""
+    import gc
+    import weakref
+
+    import trainer.loop as loop
+    from backend.runs import run_foreground
+    from trainer.config import parse_config
+
+    opened, seen = [], {}
+
+    def open_learner(*args, **kw):
+        learner = real_open(*args, **kw)
+        opened.append(weakref.ref(learner.module))
+        return learner
+
+    def run_evaluation(engine, tokenizer, cfg, store, run_id, phase, *args):
+        gc.collect()
+        seen[phase] = opened[0]() is not None
+        return real_eval(engine, tokenizer, cfg, store, run_id, phase, *args)
+
+    real_open, real_eval = loop.open_learner, loop.run_evaluation
+    monkeypatch.setattr(loop, "open_learner", open_learner)
+    monkeypatch.setattr(loop, "run_evaluation", run_evaluation)
+    cfg = parse_config({
+        "model": str(tiny_model_dir), "domains": ["basic_arithmetic"], "steps": 1, "prompts_per_step": 2,
+        "group_size": 2, "micro_batch_size": 4, "max_new_tokens": 8, "kl_coef": 0.05, "eval_tasks_per_domain": 2,
+        "eval_max_new_tokens": 8, "vllm_compile": False, "vllm_memory_fraction": 0.05,
+        "output_dir": str(tmp_path / "out")})
+    with Store(tmp_path / "run.db") as store:
+        run_id = run_foreground(cfg, store)
+        assert store.get_run(run_id)["status"] == "completed"
+        assert {e["phase"] for e in store.evaluations(run_id)} == {"before", "after"}
+    assert seen == {"before": True, "after": False}

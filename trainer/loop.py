@@ -38,6 +38,7 @@ With ``overlap: true`` the next step's rollout runs behind the learner, one step
 from __future__ import annotations
 
 import functools
+import gc
 import pickle
 import random
 import sys
@@ -53,6 +54,7 @@ from trainer.checkpoints import (NEXT_ROLLOUT, TRAINER_STATE, ResumePoint, check
 from trainer.curriculum import Curriculum
 from trainer.evaluate import evaluate_samples, record_heldout
 from trainer.learner_group import open_learner
+from trainer.metrics import release_free_memory
 from trainer.pipeline import StepPipeline
 from trainer.placement import maybe_runtime, open_run_engine
 from trainer.rollout.base import KV_FLOOR_TOKENS
@@ -221,6 +223,14 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 if on_step:
                     on_step(step, metrics)
             path = save(cfg.steps)
+            # the learner's part is done: its weights, gradients and optimizer state go back before the
+            # final evaluation, where the engine decodes hundreds of requests at once (the quickstart's
+            # process peaked there, 3.72 GiB, with the learner still open)
+            pipe.close()
+            learner.close()
+            pipe = learner = None
+            gc.collect()  # DeepSpeed's engine and its optimizer refer to each other
+            release_free_memory()
             if cfg.eval_tasks_per_domain:
                 enter("final evaluation", cfg.steps)
                 run_evaluation(engine, tokenizer, cfg, store, run_id, "after", str(path), runtime)

@@ -109,3 +109,24 @@ def test_step_scores_policy_and_reference_at_the_runs_temperature(tiny_model_dir
     assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     assert m["clip_frac"] == 0.0
     assert abs(m["kl"]) < 1e-6
+
+
+@pytest.mark.parametrize("zero_stage, lora_rank", [(0, 0), (2, 4)])
+def test_a_closed_learner_gives_its_model_and_optimizer_back(tiny_model_dir, zero_stage, lora_rank):
+    """After `close` and the caller's last reference, nothing keeps the model, the DeepSpeed
+    engine or the optimizer alive (DeepSpeed's hooks did, so a run's final evaluation ran
+    with the learner's memory still held)."""
+    import gc
+    import weakref
+
+    from trainer.learner import DeepSpeedLearner
+
+    learner = DeepSpeedLearner(tiny_model_dir, RunConfig(
+        domains=["basic_arithmetic"], prompts_per_step=2, group_size=2, micro_batch_size=4, learning_rate=1e-3,
+        kl_coef=0.05, zero_stage=zero_stage, lora_rank=lora_rank, model=str(tiny_model_dir)))
+    learner.step(_batch(4))
+    held = [weakref.ref(x) for x in (learner.module, learner.engine, learner.optimizer)]
+    learner.close()
+    del learner
+    gc.collect()
+    assert [ref() is None for ref in held] == [True, True, True]
