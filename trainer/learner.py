@@ -653,9 +653,9 @@ class DeepSpeedLearner:
         """
         import torch.distributed as dist
 
-        # DeepSpeed's destroy drops the hooks through which its optimizer (and ZeRO-3's partitions,
-        # the reference engine's too) keep the engine alive; it needs the torch.distributed world,
-        # which a closed in-process vLLM engine may already have ended
+        # DeepSpeed's destroy drops the hooks through which a ZeRO-1/2/3 (or bf16) optimizer keeps the
+        # engine alive (ZeRO-3's partitions, the reference engine's too); it needs the torch.distributed
+        # world, which a closed in-process vLLM engine may already have ended
         if dist.is_initialized():
             for engine in (self.engine, self.ref_model if self.zero3 else None):
                 if engine is not None:
