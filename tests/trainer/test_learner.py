@@ -114,8 +114,8 @@ def test_step_scores_policy_and_reference_at_the_runs_temperature(tiny_model_dir
 @pytest.mark.parametrize("zero_stage, lora_rank", [(0, 0), (2, 4)])
 def test_a_closed_learner_gives_its_model_and_optimizer_back(tiny_model_dir, zero_stage, lora_rank):
     """After `close` and the caller's last reference, nothing keeps the model, the DeepSpeed
-    engine or the optimizer alive (DeepSpeed's hooks did, so a run's final evaluation ran
-    with the learner's memory still held)."""
+    engine or the optimizer alive (a ZeRO-2 optimizer's hooks did before `close` called
+    DeepSpeed's destroy; the plain ZeRO-0 optimizer has none, the control)."""
     import gc
     import weakref
 
