@@ -110,8 +110,9 @@ class RunConfig(BaseModel):
                                     "share of a step's groups, DeepSpeed all-reduces the gradients; "
                                     "trainer.learner_group). 1: the learner runs in the run's process.")
     dtype: Literal["float32", "bfloat16"] = Field(
-        "float32", description="Training and rollout dtype (float32 is faster than bf16 on this CPU)."
-    )
+        "float32", description="Training and rollout dtype. bfloat16 keeps float32 master weights in the "
+                               "optimizer. CPUs without native bf16 (AVX2) emulate it; with it (avx512_bf16) "
+                               "long_context's step was 1.4x faster than in float32.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
     lora_rank: int = Field(0, ge=0, le=1024, description="LoRA rank r (Hu et al., 2021, arXiv:2106.09685, with "
                            "peft): train low-rank adapters instead of the weights; the KL reference is the base "

@@ -200,7 +200,7 @@ class VLLMEngine(RolloutEngine):
     Args:
         model_path: HF checkpoint directory (see `trainer.models.resolve_model`).
         seed: engine seed; sampling is reproducible for the same request sequence.
-        dtype: "float32" (faster on this CPU) or "bfloat16".
+        dtype: "float32" or "bfloat16" (faster only on CPUs with native bf16, e.g. avx512_bf16).
         max_model_len: prompt + completion cap in tokens.
         gpu_memory_utilization: fraction of device memory for weights + KV cache; on the
             CPU build the most of RAM the KV cache may take (it must be free when the engine
