@@ -38,7 +38,6 @@ With ``overlap: true`` the next step's rollout runs behind the learner, one step
 from __future__ import annotations
 
 import functools
-import gc
 import pickle
 import random
 import sys
@@ -139,7 +138,6 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
     Raises:
         ModelNotFound, EngineError: when the model or engines can't start.
     """
-    import torch  # transformers imports it anyway
     from transformers import AutoTokenizer  # transformers takes seconds to import
 
     model_path = resolve_model(cfg.model)
@@ -231,10 +229,7 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
             pipe.close()
             learner.close()
             pipe = learner = None
-            gc.collect()  # DeepSpeed's engine and its optimizer refer to each other
-            release_free_memory()  # the process's RSS; on a GPU, torch's cache of freed blocks too
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            release_free_memory()
             if cfg.eval_tasks_per_domain:
                 enter("final evaluation", cfg.steps)
                 run_evaluation(engine, tokenizer, cfg, store, run_id, "after", str(path), runtime)
