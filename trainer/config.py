@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from core.choices import Algorithm, EngineKind, SandboxBackend
 from core.errors import ConfigError, ModelNotFound
@@ -48,6 +49,9 @@ class RunConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    #: what `dtype: auto` was pinned to on this machine and why, for the CLI and the page; None
+    #: when the config named its dtype
+    _dtype_note: str | None = PrivateAttr(None)
 
     name: str = Field("run", description="Human-readable run name.", min_length=1, max_length=200)
     model: str = Field("smollm2-135m", description="A fetched model name or a local HF checkpoint directory.")
@@ -109,10 +113,14 @@ class RunConfig(BaseModel):
         1, ge=1, le=64, description="Data-parallel learner processes on this machine (torchrun; each trains on its "
                                     "share of a step's groups, DeepSpeed all-reduces the gradients; "
                                     "trainer.learner_group). 1: the learner runs in the run's process.")
-    dtype: Literal["float32", "bfloat16"] = Field(
+    dtype: Literal["float32", "bfloat16", "auto"] = Field(
         "float32", description="Training and rollout dtype. bfloat16 keeps float32 master weights in the "
                                "optimizer. CPUs without native bf16 (AVX2) emulate it; with it (avx512_bf16) "
-                               "long_context's step was 1.4x faster than in float32.")
+                               "long_context's step was 1.4x faster than in float32. auto: bfloat16 where "
+                               "this machine has native bf16 (a CUDA GPU of Ampere or later, a CPU with "
+                               "avx512_bf16 or amx_bf16) and the run trains no LoRA adapter, else float32; "
+                               "pinned when the config is loaded, so the run records the dtype it used "
+                               "(trainer.precision).")
     gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
     lora_rank: int = Field(0, ge=0, le=1024, description="LoRA rank r (Hu et al., 2021, arXiv:2106.09685, with "
                            "peft): train low-rank adapters instead of the weights; the KL reference is the base "
@@ -250,6 +258,24 @@ class RunConfig(BaseModel):
         if bad:
             raise ValueError(f"weight of domain {bad[0]!r} must be > 0")
         return v
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _pin_auto_dtype(cls, data: Any, handler) -> "RunConfig":
+        # `dtype: auto` becomes this machine's dtype before the fields are checked: a run row,
+        # its checkpoints and a resume elsewhere keep what the run started with
+        if not (isinstance(data, dict) and data.get("dtype") == "auto"):
+            return handler(data)
+        from trainer.precision import auto_dtype
+
+        try:
+            lora = int(data.get("lora_rank") or 0) > 0
+        except (TypeError, ValueError, OverflowError):  # the field's own check names the problem
+            lora = False
+        dtype, why = auto_dtype(lora=lora)
+        cfg = handler({**data, "dtype": dtype})
+        cfg._dtype_note = f"dtype: auto -> {dtype}: {why}"
+        return cfg
 
     @model_validator(mode="after")
     def _difficulty_in_levels(self) -> "RunConfig":
@@ -426,6 +452,13 @@ class RunConfig(BaseModel):
         # absolute: checkpoint paths and the run log are found again from another directory
         # (the page, `rlwb runs resume` run elsewhere)
         return os.path.abspath(path)
+
+    @property
+    def dtype_note(self) -> str | None:
+        """What ``dtype: auto`` was pinned to on this machine and why (`trainer.precision`), e.g.
+        "dtype: auto -> bfloat16: this CPU has avx512_bf16 (native bf16 matmuls)"; None when
+        the config named its dtype."""
+        return self._dtype_note
 
     @property
     def needs_sandbox(self) -> bool:

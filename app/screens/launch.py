@@ -189,7 +189,8 @@ def estimate_sentence(store, form: dict, other: str) -> str:
         return "The time estimate appears once every field is valid."
     e = launching.estimate_run(store, cfg)
     return (f"Takes about {duration(e['seconds'])}: start {duration(e['start'])}, {cfg.steps} steps "
-            f"{duration(e['steps'])}, held-out evaluations {duration(e['evaluations'])} (from {e['basis']}).")
+            f"{duration(e['steps'])}, held-out evaluations {duration(e['evaluations'])} (from {e['basis']})."
+            + (f" Runs in {cfg.dtype} (`{cfg.dtype_note}`)." if cfg.dtype_note else ""))
 
 
 def submit(store, form: dict, other: str) -> None:

@@ -44,7 +44,7 @@ def test_home_page_shows_runs_coverage_and_system(filled_db, monkeypatch):
     assert metrics["Runs"] == "3" and metrics["Failed"] == "1"
     assert metrics["Domains"] == str(len(registry()))
     text = "\n".join(m.value for m in at.markdown)
-    for part in ("vLLM (rollouts)", "DeepSpeed (learner)", "Docker (sandboxes)", "GPU"):
+    for part in ("vLLM (rollouts)", "DeepSpeed (learner)", "Docker (sandboxes)", "GPU", "Native bf16 (dtype: auto)"):
         assert part in text
 
 
@@ -108,6 +108,20 @@ def test_a_valid_form_launches_a_background_run(tmp_path, monkeypatch, tiny_mode
         assert not process_alive(run["pid"])
         refresh_liveness(store)  # as the page does before each render
         assert store.get_run(run["id"])["status"] == "stopped"
+
+
+@pytest.mark.parametrize("pinned", ["bfloat16", "float32"])
+def test_dtype_auto_says_beside_the_button_what_the_run_computes_in(tmp_path, monkeypatch, tiny_model_dir, pinned):
+    import trainer.precision
+
+    monkeypatch.setattr(trainer.precision, "auto_dtype", lambda lora=False: (pinned, "the reason"))
+    at = _page(tmp_path / "wb.db", monkeypatch, "screens/launch.py")
+    _fill_valid(at, tiny_model_dir)
+    at.text_area(key="launch_other").input("dtype: auto\n").run()
+    captions = "\n".join(c.value for c in at.caption)
+    assert f"Runs in {pinned} (`dtype: auto -> {pinned}: the reason`)" in captions, captions
+    at.text_area(key="launch_other").input("dtype: float32\n").run()
+    assert "dtype: auto" not in "\n".join(c.value for c in at.caption)
 
 
 def test_clone_fills_the_form_from_a_run(filled_db, monkeypatch):

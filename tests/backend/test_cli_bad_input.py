@@ -50,6 +50,19 @@ def test_bad_field_exits_nonzero_naming_the_field(tmp_path, capsys, tiny_model_d
     assert f"field '{field}'" in err and hint in err
 
 
+def test_dtype_auto_is_named_on_stderr_before_anything_starts(tmp_path, capsys, tiny_model_dir, monkeypatch):
+    import trainer.precision
+
+    monkeypatch.setattr(trainer.precision, "auto_dtype", lambda lora=False: ("bfloat16", "the reason"))
+    # refused after validation: the episode budget is over the tiny model's window
+    cfg = _write(tmp_path, f"model: {tiny_model_dir}\ndomains: [tool_calc]\nmax_episode_tokens: 4096\ndtype: auto\n")
+    code, err = _run_cli(tmp_path, cfg, capsys)
+    assert code == 2
+    lines = err.splitlines()  # the note, the progress bar, the problem
+    assert lines[0] == "note: dtype: auto -> bfloat16: the reason"
+    assert "field 'max_episode_tokens'" in lines[-1]
+
+
 def test_malformed_yaml(tmp_path, capsys):
     cfg = _write(tmp_path, "name: x\ndomains: [basic_arithmetic\nsteps: 3\n")
     code, err = _run_cli(tmp_path, cfg, capsys)

@@ -1,6 +1,7 @@
 """Weight sync: after a DeepSpeed step, the running vLLM engine scores fixed tokens exactly
-as the learner does, and differently from before the update; the same after the engine slept
-through the step (`VLLMEngine.sleep`)."""
+as the learner does (in bfloat16: to bf16 rounding), and differently from before the update;
+the same after the engine slept through the step (`VLLMEngine.sleep`). Each test runs in
+float32 and in bfloat16."""
 
 import math
 
@@ -12,16 +13,24 @@ from trainer.config import RunConfig
 from trainer.types import Completion, LearnerBatch, Sample
 
 
-@pytest.fixture(scope="module")
-def learner_and_engine(tiny_model_dir):
+#: how far the engine's logprobs may be from the learner's with the same weights, in nats:
+#: float32 kernels agree to rounding; bf16 ones (vLLM's and torch's) round differently
+#: (measured on the tiny model with avx512_bf16: up to 0.02 before and after a step)
+TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}
+
+
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def learner_and_engine(tiny_model_dir, request):
+    """The learner and the vLLM engine in one dtype (bfloat16: what `dtype: auto` picks on a
+    CPU or GPU with native bf16)."""
     from trainer.learner import DeepSpeedLearner
     from trainer.rollout import open_engine
 
     cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=2, group_size=2, micro_batch_size=2,
-                    learning_rate=5e-3, kl_coef=0.0, model=str(tiny_model_dir))
+                    learning_rate=5e-3, kl_coef=0.0, model=str(tiny_model_dir), dtype=request.param)
     learner = DeepSpeedLearner(tiny_model_dir, cfg)
-    engine = open_engine("vllm", tiny_model_dir, seed=0, enforce_eager=True)
-    yield learner, engine
+    engine = open_engine("vllm", tiny_model_dir, seed=0, dtype=request.param, enforce_eager=True)
+    yield learner, engine, TOLERANCE[request.param]
     engine.close()
     learner.close()
 
@@ -48,27 +57,27 @@ def _engine_scores(engine, batch: LearnerBatch) -> torch.Tensor:
 
 
 def test_weights_synced_in_place(learner_and_engine):
-    learner, engine = learner_and_engine
+    learner, engine, tol = learner_and_engine
     batch = _batch()
     before_engine = _engine_scores(engine, batch)
     before_learner = learner.logprobs(batch)
-    assert torch.allclose(before_engine, before_learner, atol=1e-3)
+    assert torch.allclose(before_engine, before_learner, atol=tol)
 
     metrics = learner.step(batch)
     assert metrics["grad_norm"] > 0
     after_learner = learner.logprobs(batch)
-    assert (after_learner - before_learner).abs().max() > 1e-2, "the step should move the policy"
+    assert (after_learner - before_learner).abs().max() > 10 * tol, "the step should move the policy"
 
     engine.update_weights(learner.named_weights())
     after_engine = _engine_scores(engine, batch)
-    assert torch.allclose(after_engine, after_learner, atol=1e-3), (after_engine - after_learner).abs().max()
-    assert (after_engine - before_engine).abs().max() > 1e-2
+    assert torch.allclose(after_engine, after_learner, atol=tol), (after_engine - after_learner).abs().max()
+    assert (after_engine - before_engine).abs().max() > 10 * tol
 
 
 def test_sleep_releases_the_engine_until_a_full_sync(learner_and_engine):
     """The engine sleeps through a learner step: it refuses to generate or score, a partial
     update leaves it asleep, and the full sync brings it back scoring as the learner does."""
-    learner, engine = learner_and_engine
+    learner, engine, tol = learner_and_engine
     batch = _batch()
     prompts = [[1, 5, 9, 13], [1, 7, 11]]
     engine.update_weights(learner.named_weights())
@@ -93,12 +102,12 @@ def test_sleep_releases_the_engine_until_a_full_sync(learner_and_engine):
     engine.sleep()
     learner.step(batch)
     engine.update_weights(learner.named_weights())
-    assert torch.allclose(_engine_scores(engine, batch), learner.logprobs(batch), atol=1e-3)
+    assert torch.allclose(_engine_scores(engine, batch), learner.logprobs(batch), atol=tol)
 
 
 def test_a_sync_after_sleep_must_bring_every_parameter(learner_and_engine):
     """A norm weight left out after sleep is caught (its storage came back as NaN), not scored with."""
-    learner, engine = learner_and_engine
+    learner, engine, _ = learner_and_engine
     weights = dict(learner.named_weights())
     engine.sleep()
     with pytest.raises(EngineError, match="without weights"):
@@ -116,7 +125,7 @@ def _kv_nonzero(worker) -> int:
 def test_the_kv_cache_comes_back_zeroed_and_two_sleeps_in_a_row_lose_nothing(learner_and_engine):
     """Sleep, sync, sleep again before any generate (a checkpoint right after a step), sync:
     the KV cache comes back at the next use, zeroed, and the engine samples as before."""
-    learner, engine = learner_and_engine
+    learner, engine, _ = learner_and_engine
     weights = dict(learner.named_weights())
     engine.update_weights(weights.items())
     prompts = [[1, 5, 9, 13]]
