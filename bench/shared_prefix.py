@@ -43,9 +43,7 @@ from bench.learner_mfu import (QUICK_CONFIG, build_batches, cpu_features, load_a
 
 MODES = ("packed", "shared_prefix")
 # micro-batch 2: a packed micro-batch holds up to 2 x T tokens (T ~1.7k here); 8 such rows took 23 GB
-#: the issue's long-document workload; float32 on every machine, so the figures compare across
-#: hosts (the config's `dtype: auto` is bfloat16 on some)
-LONG = {"prompts_per_step": 1, "group_size": 8, "micro_batch_size": 2, "max_new_tokens": 64, "dtype": "float32"}
+LONG = {"prompts_per_step": 1, "group_size": 8, "micro_batch_size": 2, "max_new_tokens": 64}
 
 
 def workload(name: str, cfg, tokenizer, steps: int, completion_tokens: int | None, model_path) -> float:
