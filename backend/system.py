@@ -55,7 +55,7 @@ def system_status() -> list[dict]:
                  f"({'available' if local['available'] else 'unavailable'}: {local['detail']})"})
     ok, detail = _gpu()
     rows.append({"part": "GPU", "available": ok, "detail": detail})
-    # on first use: it pulls in torch (imported above already)
+    # on first use: its auto_dtype probes CUDA with torch (imported above already)
     from trainer.precision import auto_dtype
 
     dtype, why = auto_dtype()

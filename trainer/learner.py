@@ -225,7 +225,10 @@ class DeepSpeedLearner:
 
         groups._release_process_group_references(None)
         torch.manual_seed(cfg.seed)
-        dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
+        dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(cfg.dtype)
+        if dtype is None:  # "auto" is pinned when a config is validated; a copy made without it is not
+            raise ConfigError(f"field 'dtype': {cfg.dtype!r} reached the learner unresolved; build the config "
+                              "with RunConfig(...) or parse_config, which pin dtype: auto")
         self.lora = cfg.lora_rank > 0
         # LoRA: the adapters train on the base, a resumed run's from its checkpoint's adapter/
         model = AutoModelForCausalLM.from_pretrained(model_path if self.lora else (init_from or model_path),

@@ -45,8 +45,11 @@ def _cuda_bf16() -> tuple[bool, str] | None:
 
     if not torch.cuda.is_available():
         return None
-    name = torch.cuda.get_device_name(0)
-    return bool(torch.cuda.is_bf16_supported(including_emulation=False)), name
+    try:
+        name = torch.cuda.get_device_name(0)
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False)), name
+    except RuntimeError as e:  # a driver that lists a device it can't open: no native bf16 claimed
+        return False, f"CUDA device 0, unreadable ({str(e).splitlines()[0] if str(e) else 'RuntimeError'})"
 
 
 def auto_dtype(lora: bool = False, cpuinfo: str | Path = "/proc/cpuinfo") -> tuple[str, str]:
@@ -57,15 +60,16 @@ def auto_dtype(lora: bool = False, cpuinfo: str | Path = "/proc/cpuinfo") -> tup
             hardware. The weight sync merges the adapter into the engine's weights, and in
             bf16 an update smaller than a weight's rounding step (2^-8 of it) is lost there,
             so the engine samples from a policy the learner never had. Measured on the
-            quickstart (LoRA, 30 steps, avx512_bf16 CPU): bf16 clipped 2-6% of tokens against
-            float32's 0%, its learner was slower (10.5-13.9 s against 7.6-9.4 s a step) and its
-            held-out accuracy lower (47.1% against 59.8%).
+            quickstart (LoRA, 30 steps, avx512_bf16 CPU): bf16 clipped 3.0% of tokens on average
+            against float32's 0%, its learner was no faster (median 13.3 s against 11.0 s a step)
+            and its held-out accuracy lower (47.1% against 59.8%).
         cpuinfo: where the CPU's flags are read (tests point it at a fixture).
 
     Returns:
         ("bfloat16" or "float32", a reason for messages, e.g. "this CPU has avx512_bf16").
         With a CUDA device the run trains and samples there, so the GPU decides; else the
-        CPU's flags do.
+        CPU's flags do. It probes the process that validates the config: Ray workers on
+        other machines (`ray_address`) may differ.
     """
     if lora:
         return "float32", ("LoRA: merged into bf16 engine weights, updates below bf16's precision are lost "
@@ -76,7 +80,10 @@ def auto_dtype(lora: bool = False, cpuinfo: str | Path = "/proc/cpuinfo") -> tup
         if native:
             return "bfloat16", f"the GPU ({name}) computes bf16 natively"
         return "float32", f"the GPU ({name}) has no native bf16"
-    have = [f for f in BF16_CPU_FLAGS if f in cpu_flags(cpuinfo)]
+    flags = cpu_flags(cpuinfo)
+    if not flags:
+        return "float32", f"no CPU flags in {cpuinfo} (not Linux on x86?), so no native bf16 is assumed"
+    have = [f for f in BF16_CPU_FLAGS if f in flags]
     if have:
         return "bfloat16", f"this CPU has {' and '.join(have)} (native bf16 matmuls)"
     return "float32", ("this CPU has neither avx512_bf16 nor amx_bf16, so bf16 would be emulated and slower "

@@ -2,6 +2,7 @@
 run's config when the config is validated (so a run row and a resume keep it)."""
 
 import pytest
+from pydantic import ValidationError
 
 import trainer.precision as precision
 from core.errors import ConfigError
@@ -57,11 +58,30 @@ def test_auto_keeps_a_lora_run_in_float32_even_with_native_bf16(cpuinfo, monkeyp
 def test_the_config_tells_auto_whether_it_trains_lora(monkeypatch):
     seen = []
     monkeypatch.setattr(precision, "auto_dtype", lambda lora: seen.append(lora) or ("float32", "x"))
-    parse_config({"dtype": "auto", "lora_rank": 16})
-    parse_config({"dtype": "auto"})
+    RunConfig(dtype="auto", lora_rank=16)
+    RunConfig(dtype="auto")
     assert seen == [True, False]
-    with pytest.raises(ConfigError, match="lora_rank"):  # a bad rank is the field's problem, not auto's
-        parse_config({"dtype": "auto", "lora_rank": "sixteen"})
+    with pytest.raises(ValidationError, match="lora_rank"):  # a bad rank is the field's problem, not auto's
+        RunConfig(dtype="auto", lora_rank="sixteen")
+
+
+def test_a_cuda_device_that_cant_be_read_claims_no_bf16(monkeypatch):
+    import torch
+
+    def broken(*args, **kw):
+        raise RuntimeError("CUDA error: no device\nmore")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", broken)
+    native, name = precision._cuda_bf16()
+    assert native is False and "no device" in name and "more" not in name
+
+
+def test_the_learner_refuses_an_unresolved_dtype(tiny_model_dir):
+    from trainer.learner import DeepSpeedLearner
+
+    cfg = RunConfig(model=str(tiny_model_dir)).model_copy(update={"dtype": "auto"})  # skips validation
+    with pytest.raises(ConfigError, match="field 'dtype'.*unresolved"):
+        DeepSpeedLearner(tiny_model_dir, cfg)
 
 
 def test_this_machine_resolves_consistently_with_its_flags():
@@ -72,9 +92,9 @@ def test_this_machine_resolves_consistently_with_its_flags():
 
 
 @pytest.mark.parametrize("pinned", ["bfloat16", "float32"])
-def test_the_config_pins_auto_and_says_so(monkeypatch, pinned):
+def test_the_config_pins_auto_and_says_so(monkeypatch, tiny_model_dir, pinned):
     monkeypatch.setattr(precision, "auto_dtype", lambda lora: (pinned, "because"))
-    cfg = parse_config({"dtype": "auto"})
+    cfg = parse_config({"dtype": "auto", "model": str(tiny_model_dir)})
     assert cfg.dtype == pinned
     assert cfg.dtype_note == f"dtype: auto -> {pinned}: because"
     stored = cfg.model_dump(mode="json")
@@ -84,8 +104,8 @@ def test_the_config_pins_auto_and_says_so(monkeypatch, pinned):
     assert cfg.model_copy(update={"name": "x"}).dtype_note == cfg.dtype_note
 
 
-def test_a_named_dtype_is_kept_and_a_wrong_one_names_the_choices(monkeypatch):
+def test_a_named_dtype_is_kept_and_a_wrong_one_names_the_choices(monkeypatch, tiny_model_dir):
     monkeypatch.setattr(precision, "auto_dtype", lambda lora: pytest.fail("auto resolved without auto"))
-    assert parse_config({"dtype": "bfloat16"}).dtype_note is None
+    assert parse_config({"dtype": "bfloat16", "model": str(tiny_model_dir)}).dtype_note is None
     with pytest.raises(ConfigError, match="'float32', 'bfloat16' or 'auto'"):
-        parse_config({"dtype": "fp16"})
+        parse_config({"dtype": "fp16", "model": str(tiny_model_dir)})
