@@ -29,6 +29,7 @@ from core.choices import Algorithm, EngineKind, SandboxBackend
 from core.errors import ConfigError, ModelNotFound
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.registry import domain_names, get_domain
+from trainer import precision
 from trainer.models import MODELS, resolve_model
 
 # the forms of ray_address: auto, HOST:PORT, ray://HOST:PORT
@@ -267,13 +268,11 @@ class RunConfig(BaseModel):
         # its checkpoints and a resume elsewhere keep what the run started with
         if not (isinstance(data, dict) and data.get("dtype") == "auto"):
             return handler(data)
-        from trainer.precision import auto_dtype
-
         try:
             lora = int(data.get("lora_rank") or 0) > 0
         except (TypeError, ValueError, OverflowError):  # the field's own check names the problem
             lora = False
-        dtype, why = auto_dtype(lora=lora)
+        dtype, why = precision.auto_dtype(lora=lora)
         cfg = handler({**data, "dtype": dtype})
         cfg._dtype_note = f"dtype: auto -> {dtype}: {why}"
         return cfg
