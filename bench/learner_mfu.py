@@ -54,6 +54,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from trainer.precision import BF16_CPU_FLAGS, cpu_flags  # noqa: E402 - light (no torch); after the path line
+
 QUICK_CONFIG = {  # the tiny model, half the quickstart's batch
     "name": "learner-mfu-quick", "domains": ["basic_arithmetic", "chain_sum", "gsm_symbolic",
                                              "letter_counting", "spell_backward"],
@@ -74,11 +76,8 @@ def cpu_features() -> str:
     differ here, and fp32 and bf16 speeds with them: compare figures only between like CPUs."""
     import torch
 
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    bf16 = [f for f in ("avx512_bf16", "amx_bf16") if f in flags] or ["none"]
+    flags = cpu_flags()
+    bf16 = [f for f in BF16_CPU_FLAGS if f in flags] or ["none"]
     return f"cpu: torch capability {torch.backends.cpu.get_cpu_capability()}, bf16 instructions: {' '.join(bf16)}"
 
 
