@@ -50,10 +50,8 @@ import collections
 import contextlib
 import gc
 import json
-import math
 import os
 import shutil
-import socket
 import sys
 import time
 import warnings
@@ -64,14 +62,15 @@ import torch
 
 from trainer.config import RunConfig
 from core.errors import ConfigError
-from trainer import prefix_attention
+from trainer import optimizer_state, prefix_attention
 from trainer.algorithms.grpo import ALGORITHM_PARTS, LossOutput, policy_loss
-from trainer.checkpoints import OPTIMIZER_DIR, replace_durably
+from trainer.checkpoints import replace_durably
+from trainer.deepspeed_env import ensure_single_process_env
 from trainer.logprobs import (check_packing, first_completion_column, packed_token_logprobs, shared_prefix_error,
                               token_logprobs)
 from trainer.metrics import PeakRSS
 from trainer.types import LearnerBatch, PackedMicroBatch
-from trainer.weights import merged_weights, zero3_weights
+from trainer.weights import ADAPTER_DIR, merged_weights, with_adapter, zero3_weights
 
 # DeepSpeed's ZeRO-3 calls these torch.distributed functions on every layer's gather and
 # reduce, and torch 2.13 warns at each call: a run's log would fill with them
@@ -84,96 +83,6 @@ BATCHINGS = ("shared_prefix", "packed", "padded")
 # defaults, 4.74 GiB with these, the step 35.0 s and 35.9 s)
 ZERO3_BUCKETS = {"reduce_bucket_size": 2e7, "stage3_prefetch_bucket_size": 2e7, "stage3_max_live_parameters": 3e7,
                  "stage3_max_reuse_distance": 3e7}
-ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint keeps its adapter here, beside the merged weights
-OPTIMIZER_TAG = "state"
-LAYOUT_FILE = "layout.json"  # beside DeepSpeed's state in optimizer/: the ZeRO stage and processes that wrote it
-
-
-def _with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path | None) -> torch.nn.Module:
-    """`model` with LoRA adapters on `cfg.lora_target_modules`: fresh ones (B = 0, so the
-    policy starts as the base), or a resumed run's from ``init_from/adapter``.
-
-    Raises:
-        ConfigError: no target module matches a layer of the model, or `init_from` lacks its
-            adapter.
-    """
-    from peft import LoraConfig, PeftModel, get_peft_model
-
-    if init_from is not None:
-        adapter = Path(init_from) / ADAPTER_DIR
-        if not (adapter / "adapter_config.json").exists():
-            raise ConfigError(f"{init_from} holds no LoRA adapter ({ADAPTER_DIR}/); resume it with lora_rank: 0, "
-                              "or start a new run")
-        return PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
-    try:
-        return get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
-                                                target_modules=list(cfg.lora_target_modules)))
-    except ValueError as e:  # peft: "Target modules ... not found in the base model"
-        raise ConfigError(f"lora_target_modules {list(cfg.lora_target_modules)}: {e}; name linear layers of the "
-                          "model, e.g. q_proj, v_proj") from None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-STALE_BUILD_LOCK_S = 900  # DeepSpeed's op builds take a minute or two; an older lock is a dead builder's
-
-
-def _extensions_dir() -> None:
-    """Build DeepSpeed's C++ ops per environment and clear a dead builder's lock.
-
-    torch keeps compiled extensions in one per-user directory; two virtual environments
-    (two checkouts) then rebuild the same op over each other, and a process killed while
-    building leaves a ``lock`` file that makes every later build wait forever. Here the
-    directory is per environment (``$TORCH_EXTENSIONS_DIR`` wins), and a lock older than
-    `STALE_BUILD_LOCK_S` is removed, with a note on stderr.
-    """
-    root = Path(os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions")))
-    for lock in root.glob("*/lock"):
-        try:
-            age = time.time() - lock.stat().st_mtime
-            if age > STALE_BUILD_LOCK_S:
-                lock.unlink()
-                print(f"rlwb: removed a stale extension build lock {lock} ({age / 60:.0f} min old; its builder "
-                      "is gone)", file=sys.stderr)
-        except OSError:
-            continue
-
-
-def _ensure_single_process_env() -> None:
-    """Set the torch.distributed variables for a one-process job unless a launcher did, and
-    the extension build directory (`_extensions_dir`)."""
-    import torch.distributed as dist
-
-    _extensions_dir()
-    if "RANK" in os.environ and "MASTER_PORT" in os.environ:
-        return
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if not dist.is_initialized():  # an in-process vLLM engine may already have set up a group
-        os.environ["MASTER_PORT"] = str(_free_port())
-    else:
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("LOCAL_RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-
-
-def _lr_lambda(cfg: RunConfig):
-    def fn(step: int) -> float:
-        if cfg.warmup_steps and step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        span = max(cfg.steps - cfg.warmup_steps, 1)
-        progress = min(max(step - cfg.warmup_steps, 0) / span, 1.0)
-        if cfg.lr_schedule == "linear":
-            return 1.0 - progress
-        if cfg.lr_schedule == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-        return 1.0
-
-    return fn
 
 
 class DeepSpeedLearner:
@@ -218,7 +127,7 @@ class DeepSpeedLearner:
         # often as the others, whatever its share of the scored tokens, so the head sees them in one slice
         # (peak logits memory: a micro-batch's scored tokens x the vocabulary, not LOGIT_CHUNK_TOKENS x it)
         self.logit_chunk = sys.maxsize if self.zero3 else None
-        _ensure_single_process_env()
+        ensure_single_process_env()
         # An in-process vLLM engine creates and, on close, destroys the torch.distributed
         # world; drop DeepSpeed's cached groups so a later learner doesn't use dead ones.
         from deepspeed.utils import groups
@@ -234,7 +143,7 @@ class DeepSpeedLearner:
         model = AutoModelForCausalLM.from_pretrained(model_path if self.lora else (init_from or model_path),
                                                      dtype=torch.float32)
         if self.lora:
-            model = _with_adapter(model, cfg, init_from)
+            model = with_adapter(model, cfg, init_from)
         # attention by the groups' parts instead of under the dense block mask on the CPU (bench/shared_prefix.py's
         # long-document step: 26.2 s against 29.6 s); on an H200 at 1.6k-token prompts it measured slower (0.39 s
         # against 0.26 s a step: many small kernel launches), so CUDA keeps the dense mask
@@ -282,7 +191,7 @@ class DeepSpeedLearner:
             [p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate, betas=(0.9, 0.999),
             weight_decay=cfg.weight_decay, fused=True
         )
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(cfg))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, optimizer_state.lr_lambda(cfg))
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config
         )
@@ -300,33 +209,8 @@ class DeepSpeedLearner:
         elif self.ref_model is not None:  # DeepSpeed moved the policy to its accelerator; the reference follows
             self.ref_model.to(self.device)
         self.steps_done = int(steps_done)
-        self.optimizer_restored = False
-        saved = Path(init_from) / OPTIMIZER_DIR if init_from is not None else None
-        shards = len(list((saved / OPTIMIZER_TAG).glob("*zero_pp_rank_*optim_states.pt"))) if saved is not None else 0
-        layout = saved / LAYOUT_FILE if saved is not None else None
-        stage = json.loads(layout.read_text())["zero_stage"] if layout is not None and layout.exists() else None
-        if shards and shards != self.world:  # DeepSpeed can't re-partition ZeRO's optimizer state
-            print(f"[resume] {saved} holds the optimizer state of {shards} learner processes and this run has "
-                  f"{self.world}: AdamW's moments start from zero (resume with learner_processes: {shards} to "
-                  "continue exactly)", file=sys.stderr, flush=True)
-        elif stage is not None and stage != cfg.zero_stage:  # nor read one stage's layout into another
-            print(f"[resume] {saved} holds ZeRO-{stage} optimizer state and this run uses ZeRO-{cfg.zero_stage}: "
-                  f"AdamW's moments start from zero (resume with zero_stage: {stage} to continue exactly)",
-                  file=sys.stderr, flush=True)
-        elif saved is not None and (saved / OPTIMIZER_TAG).is_dir():
-            # DeepSpeed's own checkpoint: the fp32 master weights, AdamW's moments and step, the scheduler
-            loaded, _ = self.engine.load_checkpoint(str(saved), tag=OPTIMIZER_TAG, load_module_strict=not self.lora,
-                                                    load_optimizer_states=True, load_lr_scheduler_states=True)
-            if loaded is None:
-                raise ConfigError(f"{saved}: DeepSpeed could not read the optimizer state; resume from an earlier "
-                                  "checkpoint, or delete its optimizer/ folder to resume with fresh AdamW moments")
-            self.optimizer_restored = True
-        elif steps_done:  # LambdaLR keeps its position in last_epoch; the optimizer's lr follows it
-            self.scheduler.last_epoch = self.steps_done
-            for group, base, fn in zip(self.scheduler.optimizer.param_groups, self.scheduler.base_lrs,
-                                       self.scheduler.lr_lambdas):
-                group["lr"] = base * fn(self.steps_done)
-            self.scheduler._last_lr = [g["lr"] for g in self.scheduler.optimizer.param_groups]
+        self.optimizer_restored = optimizer_state.restore(self.engine, self.scheduler, init_from, cfg, self.world,
+                                                          self.steps_done, self.lora)
 
     @property
     def module(self) -> torch.nn.Module:
@@ -600,11 +484,7 @@ class DeepSpeedLearner:
                 tokenizer.save_pretrained(tmp)
         self._barrier()
         if with_optimizer:  # LoRA: the frozen base is the model's own files, only the adapters' states go in
-            self.engine.save_checkpoint(str(tmp / OPTIMIZER_DIR), tag=OPTIMIZER_TAG, save_latest=False,
-                                        exclude_frozen_parameters=self.lora)
-            if lead:
-                (tmp / OPTIMIZER_DIR / LAYOUT_FILE).write_text(json.dumps({"zero_stage": self.cfg.zero_stage,
-                                                                           "learner_processes": self.world}))
+            optimizer_state.save(self.engine, tmp, self.cfg, self.world, self.lora, lead)
         self._barrier()
         if lead:
             for name, data in (extra or {}).items():

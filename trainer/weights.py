@@ -1,5 +1,7 @@
-"""The policy's weights under HF names, as a rollout engine and a checkpoint take them.
+"""The policy's weights under HF names, as a rollout engine and a checkpoint take them, and
+the LoRA adapters on them.
 
+`with_adapter` puts peft LoRA adapters on a model (Hu et al., 2021, "LoRA", arXiv:2106.09685);
 `merged_weights` folds a peft LoRA model's adapters into its weights; `zero3_weights` gathers
 a ZeRO-3-partitioned model's weights one module at a time (collective over the data-parallel
 ranks). Used by `trainer.learner.DeepSpeedLearner` for the weight sync and its checkpoints.
@@ -8,8 +10,38 @@ ranks). Used by `trainer.learner.DeepSpeedLearner` for the weight sync and its c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
+
+from core.errors import ConfigError
+from trainer.config import RunConfig
+
+ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint keeps its adapter here, beside the merged weights
+
+
+def with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path | None) -> torch.nn.Module:
+    """`model` with LoRA adapters on `cfg.lora_target_modules`: fresh ones (B = 0, so the
+    policy starts as the base), or a resumed run's from ``init_from/adapter``.
+
+    Raises:
+        ConfigError: no target module matches a layer of the model, or `init_from` lacks its
+            adapter.
+    """
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if init_from is not None:
+        adapter = Path(init_from) / ADAPTER_DIR
+        if not (adapter / "adapter_config.json").exists():
+            raise ConfigError(f"{init_from} holds no LoRA adapter ({ADAPTER_DIR}/); resume it with lora_rank: 0, "
+                              "or start a new run")
+        return PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+    try:
+        return get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
+                                                target_modules=list(cfg.lora_target_modules)))
+    except ValueError as e:  # peft: "Target modules ... not found in the base model"
+        raise ConfigError(f"lora_target_modules {list(cfg.lora_target_modules)}: {e}; name linear layers of the "
+                          "model, e.g. q_proj, v_proj") from None
 
 
 def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

@@ -236,7 +236,8 @@ def test_zero3_partitions_the_parameters_and_gathers_them_for_sync_and_checkpoin
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from trainer.learner import ADAPTER_DIR, DeepSpeedLearner
+    from trainer.learner import DeepSpeedLearner
+    from trainer.weights import ADAPTER_DIR
 
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
     full = {}

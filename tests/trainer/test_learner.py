@@ -62,20 +62,20 @@ def test_extension_builds_are_per_environment_and_a_dead_builders_lock_is_cleare
     import sys
     import time
 
-    from trainer import learner
+    from trainer import deepspeed_env
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     stale, fresh = tmp_path / "old_op" / "lock", tmp_path / "building_op" / "lock"
     for lock in (stale, fresh):
         lock.parent.mkdir()
         lock.touch()
-    old = time.time() - learner.STALE_BUILD_LOCK_S - 60
+    old = time.time() - deepspeed_env.STALE_BUILD_LOCK_S - 60
     os.utime(stale, (old, old))
-    learner._extensions_dir()
+    deepspeed_env.extensions_dir()
     assert not stale.exists() and fresh.exists()  # a build in progress keeps its lock
     assert "stale extension build lock" in capsys.readouterr().err
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
-    learner._extensions_dir()
+    deepspeed_env.extensions_dir()
     assert os.environ["TORCH_EXTENSIONS_DIR"] == os.path.join(sys.prefix, "torch_extensions")
 
 

@@ -108,7 +108,8 @@ def test_the_engine_scores_like_the_learner_after_the_merged_sync(stepped, tiny_
 def test_a_checkpoint_holds_merged_weights_and_the_adapter_and_resumes(stepped, tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from trainer.learner import ADAPTER_DIR, DeepSpeedLearner
+    from trainer.learner import DeepSpeedLearner
+    from trainer.weights import ADAPTER_DIR
     from trainer.logprobs import token_logprobs
 
     learner, _, _ = stepped
