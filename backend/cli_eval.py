@@ -187,8 +187,10 @@ def cmd_eval_show(args) -> int:
 
 
 def cmd_eval_report(args) -> int:
-    # on first use: it pulls in plotly, numpy
-    from backend.eval_report import build_report, headline_text, write_html
+    # on first use: they pull in numpy (eval_html: plotly)
+    from backend.eval_html import write_html
+    from backend.eval_report import build_report
+    from backend.eval_tables import headline_text
     # on first use: it pulls in numpy
     from backend.heldout import answer_examples
 
@@ -208,7 +210,7 @@ def cmd_eval_report(args) -> int:
 
 
 def cmd_eval_samples(args) -> int:
-    # on first use: it pulls in plotly, numpy
+    # on first use: it pulls in numpy
     from backend.eval_report import side_label
     # on first use: it pulls in numpy
     from backend.heldout import filter_pairs, pairs_text, task_pairs

@@ -19,8 +19,7 @@ run's own in-run ones: greedy, one completion per task, `trainer.evaluate`):
     print(pairs_text(filter_pairs(pairs, "changed")))
     figures = run_heldout(store, run_id)                             # None: nothing recorded
 
-Torch-free (the pages and the CLI import it); the report code (`backend.eval_report`,
-`backend.baselines`) is imported inside the functions that use it, for `rlwb --help`'s start-up. Not covered: multi-turn transcripts turn by
+Torch- and plotly-free (the pages and the CLI import it). Not covered: multi-turn transcripts turn by
 turn (the completion is shown whole; the Trajectories page has the turn view), the chat
 template's special tokens around the messages, and a retrieval domain's prompt (its
 retrieved context depends on the evaluation's budget and index, which are not stored:
@@ -34,8 +33,9 @@ from trainer.eval_stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_VERDICT
 from domains.contract import RetrievalDomain
 from domains.registry import build_messages, get_domain
 from backend.baselines import eligible, model_answer
+from backend.eval_report import MISSING, build_report
+from backend.eval_tables import pct, pp
 
-MISSING = "—"
 #: filter name -> what it keeps, by each task's pair (A = before / vs, B = after / the evaluation)
 FILTERS = {
     "all": "every task",
@@ -246,24 +246,18 @@ def answer_examples(store, report: dict, per_domain: int = EXAMPLES_PER_DOMAIN) 
 # ---------------------------------------------------------------- a training run's figures
 
 def _est(e: dict | None) -> str:
-    """An accuracy with its 95% interval (`eval_report._pct`), or "(too few tasks)" under
+    """An accuracy with its 95% interval (`eval_tables.pct`), or "(too few tasks)" under
     MIN_TASKS_FOR_VERDICT."""
-    # on first use: it pulls in plotly
-    from backend.eval_report import _pct
-
     if e and e["n"] < MIN_TASKS_FOR_VERDICT:
-        return f"{_pct(e, ci=False)} (too few tasks: {e['n']})"
-    return _pct(e)
+        return f"{pct(e, ci=False)} (too few tasks: {e['n']})"
+    return pct(e)
 
 
 def _delta(d: dict | None) -> str:
-    """A change in percentage points with its interval (`eval_report._pp`), or "(too few tasks)"."""
-    # on first use: it pulls in plotly
-    from backend.eval_report import _pp
-
+    """A change in percentage points with its interval (`eval_tables.pp`), or "(too few tasks)"."""
     if d and d["n"] < MIN_TASKS_FOR_VERDICT:
         return f"{100 * d['delta']:+.1f} pp (too few tasks: {d['n']})"
-    return _pp(d)
+    return pp(d)
 
 
 def _rate(e: dict | None) -> str:
@@ -326,9 +320,6 @@ def run_heldout(store, run_id: str, resamples: int = DEFAULT_RESAMPLES) -> dict 
     Raises:
         RunNotFound: no such run.
     """
-    # on first use: it pulls in plotly
-    from backend.eval_report import build_report
-
     store.get_run(run_id)
     evals = store.in_run_evals(run_id)
     if not evals:

@@ -121,7 +121,8 @@ def trainer_state(step: int, rng: random.Random, curriculum: Curriculum | None, 
             "next_rollout": next_rollout}
 
 
-OPTIMIZER_DIR = "optimizer"  # inside a checkpoint: DeepSpeed's optimizer and scheduler state (`trainer.optimizer_state`)
+# inside a checkpoint: DeepSpeed's optimizer and scheduler state (`trainer.optimizer_state`)
+OPTIMIZER_DIR = "optimizer"
 
 
 def drop_old_optimizer_states(root: Path, keep: Path) -> int:

@@ -7,8 +7,9 @@ runs' own held-out evaluations (in-run, greedy) are reported the same way when "
 in-run evaluations" is on; the Runs page links here with ``?a=ID&b=ID&domain=D``.
 
 UI only: the list comes from `Store.list_evals` (evaluations whose process is gone are
-marked failed first, `backend.evaluation.refresh_eval_liveness`), the report, tables,
-figures and HTML from `backend.eval_report`, all through cached loaders. Running and failed
+marked failed first, `backend.evaluation.refresh_eval_liveness`), the report from
+`backend.eval_report`, its tables from `backend.eval_tables`, figures and HTML from
+`backend.eval_html`, all through cached loaders. Running and failed
 evaluations are listed but can't be reported.
 
 "Start an evaluation" (`app.eval_start`) starts one as a background process and lists the
@@ -25,7 +26,9 @@ import streamlit as st
 
 from app import answers, eval_start
 from app.common import db_path, get_store
+from backend import eval_html as eh
 from backend import eval_report as er
+from backend import eval_tables as et
 from backend import heldout
 from core.errors import WorkbenchError
 from trainer.eval_stats import MIN_TASKS_FOR_VERDICT
@@ -50,7 +53,7 @@ def load_report(path: str, ids: tuple[str, ...]) -> dict:
 @st.cache_data(ttl=300, show_spinner=False)
 def load_html(path: str, ids: tuple[str, ...]) -> str:
     report = load_report(path, ids)
-    return er.report_html(report, heldout.answer_examples(get_store(path), report))
+    return eh.report_html(report, heldout.answer_examples(get_store(path), report))
 
 
 def styled(rows: list[dict]):
@@ -96,15 +99,15 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
     compared = report["comparison"] is not None
     for w in report["warnings"]:
         st.warning(w)
-    st.dataframe(er.side_rows(report), hide_index=True, key="eval_sides")
+    st.dataframe(et.side_rows(report), hide_index=True, key="eval_sides")
     st.subheader("Headline")
-    st.markdown(f"**{er.summary_sentence(report)}**")
+    st.markdown(f"**{et.summary_sentence(report)}**")
     st.caption("pass@1 with its 95% bootstrap interval over tasks" + (
         "; Δ is B − A paired over the shared tasks, in percentage points; a regression's whole interval "
         f"lies below 0; under {MIN_TASKS_FOR_VERDICT} shared tasks there is no verdict (\"too few tasks\")"
-        if compared else "") + ". " + er.BASELINE_NOTE[0].upper() + er.BASELINE_NOTE[1:])
-    st.dataframe(styled(er.headline_rows(report)), hide_index=True, key="eval_headline")
-    figures = er.report_figures(report)
+        if compared else "") + ". " + et.BASELINE_NOTE[0].upper() + et.BASELINE_NOTE[1:])
+    st.dataframe(styled(et.headline_rows(report)), hide_index=True, key="eval_headline")
+    figures = eh.report_figures(report)
     cols = st.columns(2)
     for i, (title, fig) in enumerate(figures):
         if title.startswith("Deltas"):
@@ -114,8 +117,8 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
                 st.plotly_chart(fig, key=f"eval_fig_{i}")
     if compared:
         st.subheader("Changes, worst first")
-        st.dataframe(styled(er.delta_rows(report)), hide_index=True, key="eval_deltas")
-    baselines = er.baselines_table(report)
+        st.dataframe(styled(et.delta_rows(report)), hide_index=True, key="eval_deltas")
+    baselines = et.baselines_table(report)
     if baselines:
         st.subheader("Baselines")
         st.caption("Per domain, on the held-out tasks played (no model): the constant answer and the rule copying "
@@ -124,8 +127,8 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
                    "answers copied from the question.")
         st.dataframe(baselines, hide_index=True, key="eval_baselines")
     st.subheader("Per family")
-    st.dataframe(styled(er.family_rows(report)), hide_index=True, key="eval_families")
-    transfer = er.transfer_rows(report)
+    st.dataframe(styled(et.family_rows(report)), hide_index=True, key="eval_families")
+    transfer = et.transfer_rows(report)
     if transfer:
         st.subheader("Transfer")
         st.caption("B's training run trained on some of these domains and never saw the others: pass@1, B - A over "
@@ -134,9 +137,9 @@ def show_report(path: str, ids: tuple[str, ...], report: dict) -> None:
         st.dataframe(transfer, hide_index=True, key="eval_transfer")
     for i, (tag, side) in enumerate(zip(["A", "B"] if compared else [""], report["sides"])):
         with st.expander(f"Per domain: {tag} {side['label']}".replace("  ", " "), expanded=not compared):
-            st.dataframe(er.domain_rows(report, i), hide_index=True, key=f"eval_domains_{i}")
+            st.dataframe(et.domain_rows(report, i), hide_index=True, key=f"eval_domains_{i}")
             st.json(side["settings"], expanded=False)
-    capabilities = er.capability_rows(report)
+    capabilities = et.capability_rows(report)
     if capabilities:
         st.subheader("Tool use, multi-turn and context length")
         st.dataframe(capabilities, hide_index=True, key="eval_capabilities")
@@ -219,7 +222,7 @@ def render() -> None:
     evals = load_evals(path, in_run)
     completed = with_linked([e for e in evals if e["status"] == "completed"], in_run)
     if evals:
-        st.dataframe(er.evaluation_rows(evals), hide_index=True, key="eval_list")
+        st.dataframe(et.evaluation_rows(evals), hide_index=True, key="eval_list")
     if not completed:
         hidden = 0 if in_run else len(load_evals(path, True)) - len(evals)
         st.info("No completed evaluations yet: start one above (or `rlwb eval smollm2-135m --mix NAME` in a "

@@ -17,7 +17,9 @@ from backend.baselines import (
 from domains.contract import FORMAT_WEIGHT, PASS_THRESHOLD
 from domains.registry import get_domain
 from domains.splits import heldout_seeds
-from backend.eval_report import baselines_table, build_report, headline_rows, headline_text, report_html
+from backend.eval_html import report_html
+from backend.eval_report import build_report
+from backend.eval_tables import baselines_table, headline_rows, headline_text
 from backend.evaluation import baseline_extras, summary_of
 from backend.store import Store
 

@@ -6,8 +6,9 @@ import re
 import pytest
 
 from core.errors import ConfigError, EvalNotFound
-from backend.eval_report import (
-    build_report,
+from backend.eval_html import report_figures, report_html, write_html
+from backend.eval_report import build_report
+from backend.eval_tables import (
     capability_rows,
     delta_rows,
     domain_rows,
@@ -15,10 +16,7 @@ from backend.eval_report import (
     family_rows,
     headline_rows,
     headline_text,
-    report_figures,
-    report_html,
     transfer_rows,
-    write_html,
 )
 from backend.evaluation import summary_of
 from backend.store import Store
@@ -309,7 +307,7 @@ def test_write_html_never_clobbers_what_isnt_a_new_report(pair, tmp_path):
 
 def test_one_sentence_says_where_b_gains_and_where_not(pair, tmp_path):
     """The sentence over the headline (page, CLI, HTML) follows each domain's verdict."""
-    from backend.eval_report import summary_sentence
+    from backend.eval_tables import summary_sentence
 
     store, a, b = pair
     report = build_report(store, [a, b], resamples=100)

@@ -87,7 +87,8 @@ def test_answers_side_by_side_for_the_same_task(held):
 def test_a_runs_figures_come_from_the_evaluation_report(held):
     """The Runs page's rows: intervals, format rate, best baseline and verdict, the same
     numbers the Evaluation page's report of the same two evaluations gives."""
-    from backend.eval_report import build_report, headline_rows
+    from backend.eval_report import build_report
+    from backend.eval_tables import headline_rows
     from backend.heldout import run_heldout
 
     path, rid, ids = held
@@ -185,7 +186,7 @@ def test_cli_runs_show_prints_the_held_out_figures(held, capsys):
 
 
 def test_the_html_report_shows_held_out_answers_changed_ones_first(held, tmp_path):
-    from backend.eval_report import write_html
+    from backend.eval_html import write_html
     from backend.heldout import answer_examples
 
     path, _, ids = held
