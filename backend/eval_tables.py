@@ -1,6 +1,7 @@
 """The evaluation report's tables, as the page, the CLI and the HTML file show them.
 
-Each function takes `backend.eval_report.build_report`'s dict and returns display rows
+Each function but `evaluation_rows` (which lists `Store.list_evals` rows) takes
+`backend.eval_report.build_report`'s dict and returns display rows
 (dicts of formatted strings: rates as percentages with their 95% interval, deltas in
 percentage points) or text: the headline per domain and per family against the best
 baseline, the deltas worst first, each evaluation's per-domain table, the baselines, the

@@ -24,7 +24,11 @@ def test_the_schedule_warms_up_then_follows_its_shape(schedule, at_6):
     assert fn(6) == pytest.approx(at_6)  # halfway through the 10 steps after warm-up
     assert fn(11) == pytest.approx(1.0 if schedule == "constant" else 0.0)
     assert fn(50) == fn(11)  # past the end it stays there
-    assert lr_lambda(_cfg(lr_schedule="cosine"))(3) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.2)))
+
+
+def test_the_cosine_schedule_follows_the_cosine():
+    fn = lr_lambda(_cfg(lr_schedule="cosine"))
+    assert [fn(s) for s in (3, 9)] == pytest.approx([0.5 * (1 + math.cos(math.pi * p)) for p in (0.2, 0.8)])
 
 
 class _NoLoad:
@@ -81,8 +85,11 @@ def test_unreadable_saved_state_is_a_config_error_that_names_the_ways_on(tmp_pat
         restore(_Unreadable(), _scheduler(cfg), tmp_path, cfg, world=1, steps_done=3, lora=False)
 
 
-def test_a_fresh_learner_keeps_the_schedule_at_its_start():
-    cfg = _cfg(lr_schedule="linear", warmup_steps=4)
+def test_a_checkpoint_without_optimizer_state_continues_the_schedule(tmp_path):
+    """A checkpoint written before checkpoints kept the optimizer's state (no optimizer/ at all):
+    AdamW starts afresh, the learning rate is the one at the checkpoint's step."""
+    cfg = _cfg(lr_schedule="cosine", warmup_steps=2)
     sched = _scheduler(cfg)
-    assert not restore(_NoLoad(), sched, None, cfg, world=1, steps_done=0, lora=False)
-    assert sched.get_last_lr()[0] == pytest.approx(cfg.learning_rate * 0.25)
+    assert not restore(_NoLoad(), sched, tmp_path, cfg, world=1, steps_done=7, lora=False)
+    assert sched.get_last_lr()[0] == pytest.approx(cfg.learning_rate * lr_lambda(cfg)(7))
+    assert lr_lambda(cfg)(7) < 1.0  # a point of the schedule other than its start
