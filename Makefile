@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 GPU ?=
 PORT ?= 8501
-SETUP_FREE_GIB ?= 8
+SETUP_FREE_GIB ?= 6
 
 .PHONY: setup sandbox-engine browser model quickstart ui test test-slow bench clean-venv
 
