@@ -98,7 +98,7 @@ class DeepSpeedLearner:
             schedule continues from there. When `init_from` holds the optimizer's state
             (``optimizer/``, `save_checkpoint`), AdamW's moments, its step count and the
             scheduler are restored from it exactly (``self.optimizer_restored``); else the
-            moments start from zero again.
+            moments start from zero again (``self.optimizer_note`` says why).
         batching: "shared_prefix" (the default: each group's prompt once, its completions
             after it, about ``micro_batch_size`` sequences' worth of tokens per micro-batch),
             "packed" (padding-free micro-batches of up to ``micro_batch_size`` rows of T
@@ -209,8 +209,10 @@ class DeepSpeedLearner:
         elif self.ref_model is not None:  # DeepSpeed moved the policy to its accelerator; the reference follows
             self.ref_model.to(self.device)
         self.steps_done = int(steps_done)
-        self.optimizer_restored = optimizer_state.restore(self.engine, self.scheduler, init_from, cfg, self.world,
-                                                          self.steps_done, self.lora)
+        # None, or why AdamW's moments start from zero (said of the checkpoint, for the run's [resume] note)
+        self.optimizer_note = optimizer_state.restore(self.engine, self.scheduler, init_from, cfg, self.world,
+                                                      self.steps_done, self.lora)
+        self.optimizer_restored = self.optimizer_note is None
 
     @property
     def module(self) -> torch.nn.Module:

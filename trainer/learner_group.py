@@ -17,7 +17,7 @@ Why not the run's own process as rank 0: vLLM's in-process engine builds its own
 torch.distributed world (size 1) and tears it down on close; one process can't hold both.
 
 `LearnerGroup` has the in-process learner's interface (`step`, `named_weights`,
-`save_checkpoint`, `close`, ``steps_done``, ``optimizer_restored``), so the training loop
+`save_checkpoint`, `close`, ``steps_done``, ``optimizer_restored``, ``optimizer_note``), so the training loop
 is the same for both. Not covered: several nodes (the run listens for rank 0 on 127.0.0.1;
 the worker itself would run under ``torchrun --nnodes M --rdzv-endpoint HOST:PORT`` with the
 checkpoints on a shared file system). Under ZeRO-3 every rank takes part in gathering the
@@ -115,7 +115,8 @@ class LearnerGroup:
             self._stop()
             raise
         self.steps_done = int(hello["steps_done"])
-        self.optimizer_restored = bool(hello["optimizer_restored"])
+        self.optimizer_note = hello["optimizer_note"]
+        self.optimizer_restored = self.optimizer_note is None
         self.batching = hello["batching"]
         print(f"[learner] {self.world} data-parallel learner processes (torchrun, {hello['backend']}); "
               f"log: {self.log_path}", file=sys.stderr, flush=True)
@@ -262,7 +263,7 @@ def _serve(args) -> None:
     if rank == 0:
         host, port = args.driver.rsplit(":", 1)
         conn = Client((host, int(port)), authkey=bytes.fromhex(os.environ[AUTHKEY_ENV]))
-        _send(conn, ("ok", {"steps_done": learner.steps_done, "optimizer_restored": learner.optimizer_restored,
+        _send(conn, ("ok", {"steps_done": learner.steps_done, "optimizer_note": learner.optimizer_note,
                           "batching": learner.batching, "backend": dist.get_backend()}))
     tokenizer = None
     while True:

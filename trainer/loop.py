@@ -48,7 +48,7 @@ from trainer.config import RunConfig
 from core.errors import ModelNotFound
 from core.paths import run_dir
 from trainer.models import resolve_model
-from trainer.checkpoints import (NEXT_ROLLOUT, OPTIMIZER_DIR, TRAINER_STATE, ResumePoint, checkpoint_dir,
+from trainer.checkpoints import (NEXT_ROLLOUT, TRAINER_STATE, ResumePoint, checkpoint_dir,
                                  drop_old_optimizer_states, trainer_state)
 from trainer.curriculum import Curriculum
 from trainer.evaluate import evaluate_samples, record_heldout
@@ -179,11 +179,8 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                                        log_path=learners_log)
                 enter("resume", first - 1)
                 if not learner.optimizer_restored:
-                    why = ("holds the optimizer state of another ZeRO stage or number of learner processes (the "
-                           "learner's [resume] note says which)" if (resume.path / OPTIMIZER_DIR).is_dir() else
-                           "holds no optimizer state (written before checkpoints kept it, or not the newest)")
-                    print(f"[resume] {resume.path} {why}: AdamW's moments start from zero, so this run will differ "
-                          "from an uninterrupted one; the learning-rate schedule continues at its step",
+                    print(f"[resume] {resume.path} {learner.optimizer_note}: AdamW's moments start from zero, so this "
+                          "run will differ from an uninterrupted one; the learning-rate schedule continues at its step",
                           file=sys.stderr, flush=True)
                 engine.update_weights(learner.named_weights())
             ckpt_root = checkpoint_dir(cfg, run_id)

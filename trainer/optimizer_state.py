@@ -5,16 +5,15 @@ A checkpoint's ``optimizer/`` folder (`trainer.checkpoints.OPTIMIZER_DIR`) holds
 own checkpoint under the tag `OPTIMIZER_TAG` (the fp32 master weights, AdamW's two moments and
 step count, the scheduler) and `LAYOUT_FILE`, the ZeRO stage and number of learner processes
 that wrote it. `restore` loads it back exactly when the resumed run has the same layout, and
-otherwise says on stderr why AdamW's moments start from zero, with the setting that would
-continue exactly (DeepSpeed can neither re-partition ZeRO's state nor read one stage's layout
-into another). Used by `trainer.learner.DeepSpeedLearner`.
+otherwise returns why AdamW's moments start from zero, with the setting that would continue
+exactly (DeepSpeed can neither re-partition ZeRO's state nor read one stage's layout into
+another), for the run's one [resume] note. Used by `trainer.learner.DeepSpeedLearner`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def lr_lambda(cfg: RunConfig) -> Callable[[int], float]:
 
 
 def restore(engine, scheduler, init_from: str | Path | None, cfg: RunConfig, world: int, steps_done: int,
-            lora: bool) -> bool:
+            lora: bool) -> str | None:
     """Bring a resumed learner's optimizer and schedule to where the run left them.
 
     Args:
@@ -59,8 +58,10 @@ def restore(engine, scheduler, init_from: str | Path | None, cfg: RunConfig, wor
         lora: a LoRA run (its checkpoint holds the adapters' states only).
 
     Returns:
-        True when AdamW's moments, its step and the scheduler were loaded exactly; False when
-        they start from zero (no saved state, or one of another layout: said on stderr).
+        None when AdamW's moments, its step and the scheduler were loaded exactly; else why
+        the moments start from zero, said of the checkpoint ("holds no optimizer state ...",
+        "holds ZeRO-2 optimizer state and this run uses ZeRO-0 (resume with zero_stage: 2 to
+        continue exactly)"), for the run's [resume] note.
 
     Raises:
         ConfigError: the saved state is there but DeepSpeed could not read it (the message
@@ -70,28 +71,30 @@ def restore(engine, scheduler, init_from: str | Path | None, cfg: RunConfig, wor
     shards = len(list((saved / OPTIMIZER_TAG).glob("*zero_pp_rank_*optim_states.pt"))) if saved is not None else 0
     layout = saved / LAYOUT_FILE if saved is not None else None
     stage = json.loads(layout.read_text())["zero_stage"] if layout is not None and layout.exists() else None
-    if shards and shards != world:  # DeepSpeed can't re-partition ZeRO's optimizer state
-        print(f"[resume] {saved} holds the optimizer state of {shards} learner processes and this run has "
-              f"{world}: AdamW's moments start from zero (resume with learner_processes: {shards} to "
-              "continue exactly)", file=sys.stderr, flush=True)
+    if saved is None:
+        why = "is no checkpoint"
+    elif shards and shards != world:  # DeepSpeed can't re-partition ZeRO's optimizer state
+        why = (f"holds the optimizer state of {shards} learner processes and this run has {world} (resume with "
+               f"learner_processes: {shards} to continue exactly)")
     elif stage is not None and stage != cfg.zero_stage:  # nor read one stage's layout into another
-        print(f"[resume] {saved} holds ZeRO-{stage} optimizer state and this run uses ZeRO-{cfg.zero_stage}: "
-              f"AdamW's moments start from zero (resume with zero_stage: {stage} to continue exactly)",
-              file=sys.stderr, flush=True)
-    elif saved is not None and (saved / OPTIMIZER_TAG).is_dir():
+        why = (f"holds ZeRO-{stage} optimizer state and this run uses ZeRO-{cfg.zero_stage} (resume with "
+               f"zero_stage: {stage} to continue exactly)")
+    elif (saved / OPTIMIZER_TAG).is_dir():
         # DeepSpeed's own checkpoint: the fp32 master weights, AdamW's moments and step, the scheduler
         loaded, _ = engine.load_checkpoint(str(saved), tag=OPTIMIZER_TAG, load_module_strict=not lora,
                                            load_optimizer_states=True, load_lr_scheduler_states=True)
         if loaded is None:
             raise ConfigError(f"{saved}: DeepSpeed could not read the optimizer state; resume from an earlier "
                               "checkpoint, or delete its optimizer/ folder to resume with fresh AdamW moments")
-        return True
+        return None
+    else:
+        why = "holds no optimizer state (written before checkpoints kept it, or not the newest)"
     if steps_done:  # LambdaLR keeps its position in last_epoch; the optimizer's lr follows it
         scheduler.last_epoch = steps_done
         for group, base, fn in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
             group["lr"] = base * fn(steps_done)
         scheduler._last_lr = [g["lr"] for g in scheduler.optimizer.param_groups]
-    return False
+    return why
 
 
 def save(engine, checkpoint: Path, cfg: RunConfig, world: int, lora: bool, lead: bool) -> None:

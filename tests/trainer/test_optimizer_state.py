@@ -47,7 +47,9 @@ def _scheduler(cfg: RunConfig):
 @pytest.mark.parametrize("layout", [None, "other_stage", "other_world"])
 def test_a_resumed_learner_continues_the_schedule_when_adamw_starts_afresh(tmp_path, capsys, layout):
     """Without saved state, or with state of another ZeRO stage or process count, AdamW's
-    moments start from zero, but the learning rate is the uninterrupted run's at that step."""
+    moments start from zero, but the learning rate is the uninterrupted run's at that step; the
+    reason returned (for the run's one [resume] note) names the setting that would continue
+    exactly, and nothing else is printed."""
     cfg = _cfg(lr_schedule="linear", zero_stage=2)
     saved = tmp_path / "step-6" / OPTIMIZER_DIR
     (saved / OPTIMIZER_TAG).mkdir(parents=True)
@@ -59,17 +61,18 @@ def test_a_resumed_learner_continues_the_schedule_when_adamw_starts_afresh(tmp_p
     else:
         (saved / OPTIMIZER_TAG).rmdir()
     sched = _scheduler(cfg)
-    assert not restore(_NoLoad(), sched, tmp_path / "step-6", cfg, world=1, steps_done=6, lora=False)
+    why = restore(_NoLoad(), sched, tmp_path / "step-6", cfg, world=1, steps_done=6, lora=False)
     assert sched.get_last_lr()[0] == pytest.approx(cfg.learning_rate * 0.5)
     assert sched.optimizer.param_groups[0]["lr"] == pytest.approx(cfg.learning_rate * 0.5)
     sched.optimizer.step()
     sched.step()  # and it goes on from there: step 7 of 10 after warm-up
     assert sched.get_last_lr()[0] == pytest.approx(cfg.learning_rate * 0.4)
-    err = capsys.readouterr().err
-    if layout is None:
-        assert err == ""
-    else:
-        assert "AdamW's moments start from zero" in err
+    assert capsys.readouterr().err == ""
+    assert why == {None: "holds no optimizer state (written before checkpoints kept it, or not the newest)",
+                   "other_stage": "holds ZeRO-3 optimizer state and this run uses ZeRO-2 (resume with zero_stage: 3 "
+                                  "to continue exactly)",
+                   "other_world": "holds the optimizer state of 2 learner processes and this run has 1 (resume "
+                                  "with learner_processes: 2 to continue exactly)"}[layout]
 
 
 def test_unreadable_saved_state_is_a_config_error_that_names_the_ways_on(tmp_path):
@@ -90,6 +93,26 @@ def test_a_checkpoint_without_optimizer_state_continues_the_schedule(tmp_path):
     AdamW starts afresh, the learning rate is the one at the checkpoint's step."""
     cfg = _cfg(lr_schedule="cosine", warmup_steps=2)
     sched = _scheduler(cfg)
-    assert not restore(_NoLoad(), sched, tmp_path, cfg, world=1, steps_done=7, lora=False)
+    assert restore(_NoLoad(), sched, tmp_path, cfg, world=1, steps_done=7, lora=False).startswith(
+        "holds no optimizer state")
     assert sched.get_last_lr()[0] == pytest.approx(cfg.learning_rate * lr_lambda(cfg)(7))
     assert lr_lambda(cfg)(7) < 1.0  # a point of the schedule other than its start
+
+
+def test_state_of_the_same_layout_loads_and_gives_no_reason(tmp_path):
+    """The same ZeRO stage and process count: DeepSpeed loads the state (the schedule with it),
+    and `restore` returns None, so the run prints no [resume] note."""
+    class _Loads:
+        calls = []
+
+        def load_checkpoint(self, path, **kw):
+            self.calls.append((path, kw["tag"], kw["load_optimizer_states"]))
+            return path, {}
+
+    cfg = _cfg(zero_stage=2)
+    saved = tmp_path / OPTIMIZER_DIR
+    (saved / OPTIMIZER_TAG).mkdir(parents=True)
+    (saved / LAYOUT_FILE).write_text(json.dumps({"zero_stage": 2, "learner_processes": 1}))
+    engine = _Loads()
+    assert restore(engine, _scheduler(cfg), tmp_path, cfg, world=1, steps_done=4, lora=False) is None
+    assert engine.calls == [(str(saved), OPTIMIZER_TAG, True)]
