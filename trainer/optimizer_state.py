@@ -72,7 +72,7 @@ def restore(engine, scheduler, init_from: str | Path | None, cfg: RunConfig, wor
     layout = saved / LAYOUT_FILE if saved is not None else None
     stage = json.loads(layout.read_text())["zero_stage"] if layout is not None and layout.exists() else None
     if saved is None:
-        why = "is no checkpoint"
+        why = "is no checkpoint: a fresh run"
     elif shards and shards != world:  # DeepSpeed can't re-partition ZeRO's optimizer state
         why = (f"holds the optimizer state of {shards} learner processes and this run has {world} (resume with "
                f"learner_processes: {shards} to continue exactly)")
