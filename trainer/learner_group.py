@@ -17,10 +17,10 @@ Why not the run's own process as rank 0: vLLM's in-process engine builds its own
 torch.distributed world (size 1) and tears it down on close; one process can't hold both.
 
 `LearnerGroup` has the in-process learner's interface (`step`, `named_weights`,
-`save_checkpoint`, `close`, ``steps_done``, ``optimizer_restored``, ``optimizer_note``), so the training loop
-is the same for both. Not covered: several nodes (the run listens for rank 0 on 127.0.0.1;
-the worker itself would run under ``torchrun --nnodes M --rdzv-endpoint HOST:PORT`` with the
-checkpoints on a shared file system). Under ZeRO-3 every rank takes part in gathering the
+`save_checkpoint`, `close`, ``steps_done``, ``optimizer_restored``, ``optimizer_note``), so
+the training loop is the same for both. Not covered: several nodes (the run listens for
+rank 0 on 127.0.0.1; the worker itself would run under ``torchrun --nnodes M --rdzv-endpoint
+HOST:PORT`` with the checkpoints on a shared file system). Under ZeRO-3 every rank takes part in gathering the
 weights a layer at a time for the sync and for checkpoints (`trainer.weights.zero3_weights`).
 """
 

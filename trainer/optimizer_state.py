@@ -61,7 +61,8 @@ def restore(engine, scheduler, init_from: str | Path | None, cfg: RunConfig, wor
         None when AdamW's moments, its step and the scheduler were loaded exactly; else why
         the moments start from zero, said of the checkpoint ("holds no optimizer state ...",
         "holds ZeRO-2 optimizer state and this run uses ZeRO-0 (resume with zero_stage: 2 to
-        continue exactly)"), for the run's [resume] note.
+        continue exactly)"), for the run's [resume] note; "is no checkpoint: a fresh run" when
+        `init_from` is None.
 
     Raises:
         ConfigError: the saved state is there but DeepSpeed could not read it (the message

@@ -95,6 +95,8 @@ def test_a_checkpoint_without_optimizer_state_continues_the_schedule(tmp_path):
     sched = _scheduler(cfg)
     assert restore(_NoLoad(), sched, tmp_path, cfg, world=1, steps_done=7, lora=False).startswith(
         "holds no optimizer state")
+    assert restore(_NoLoad(), _scheduler(cfg), None, cfg, world=1, steps_done=0, lora=False) == (
+        "is no checkpoint: a fresh run")
     assert sched.get_last_lr()[0] == pytest.approx(cfg.learning_rate * lr_lambda(cfg)(7))
     assert lr_lambda(cfg)(7) < 1.0  # a point of the schedule other than its start
 
@@ -103,7 +105,8 @@ def test_state_of_the_same_layout_loads_and_gives_no_reason(tmp_path):
     """The same ZeRO stage and process count: DeepSpeed loads the state (the schedule with it),
     and `restore` returns None, so the run prints no [resume] note."""
     class _Loads:
-        calls = []
+        def __init__(self):
+            self.calls = []
 
         def load_checkpoint(self, path, **kw):
             self.calls.append((path, kw["tag"], kw["load_optimizer_states"]))
