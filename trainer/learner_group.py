@@ -20,8 +20,9 @@ torch.distributed world (size 1) and tears it down on close; one process can't h
 `save_checkpoint`, `close`, ``steps_done``, ``optimizer_restored``, ``optimizer_note``), so
 the training loop is the same for both. Not covered: several nodes (the run listens for
 rank 0 on 127.0.0.1; the worker itself would run under ``torchrun --nnodes M --rdzv-endpoint
-HOST:PORT`` with the checkpoints on a shared file system). Under ZeRO-3 every rank takes part in gathering the
-weights a layer at a time for the sync and for checkpoints (`trainer.weights.zero3_weights`).
+HOST:PORT`` with the checkpoints on a shared file system). Under ZeRO-3 every rank takes
+part in gathering the weights a layer at a time for the sync and for checkpoints
+(`trainer.weights.zero3_weights`).
 """
 
 from __future__ import annotations
