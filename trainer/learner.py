@@ -212,7 +212,11 @@ class DeepSpeedLearner:
         # None, or why AdamW's moments start from zero (said of the checkpoint, for the run's [resume] note)
         self.optimizer_note = optimizer_state.restore(self.engine, self.scheduler, init_from, cfg, self.world,
                                                       self.steps_done, self.lora)
-        self.optimizer_restored = self.optimizer_note is None
+
+    @property
+    def optimizer_restored(self) -> bool:
+        """Whether AdamW's moments, its step and the scheduler came back exactly from `init_from`."""
+        return self.optimizer_note is None
 
     @property
     def module(self) -> torch.nn.Module:

@@ -117,7 +117,6 @@ class LearnerGroup:
             raise
         self.steps_done = int(hello["steps_done"])
         self.optimizer_note = hello["optimizer_note"]
-        self.optimizer_restored = self.optimizer_note is None
         self.batching = hello["batching"]
         print(f"[learner] {self.world} data-parallel learner processes (torchrun, {hello['backend']}); "
               f"log: {self.log_path}", file=sys.stderr, flush=True)
@@ -205,6 +204,11 @@ class LearnerGroup:
         tokenizer of the run's model and the rename; each rank its optimizer shard).
         `tokenizer` is saved by rank 0 from the model directory when given."""
         return Path(self._call("save", str(path), tokenizer is not None, extra or {}, blobs or {}, with_optimizer))
+
+    @property
+    def optimizer_restored(self) -> bool:
+        """Whether rank 0's learner restored AdamW's state exactly (`DeepSpeedLearner.optimizer_restored`)."""
+        return self.optimizer_note is None
 
     def close(self) -> None:
         """Stop the ranks (a clean exit, else SIGTERM, then SIGKILL) and remove the temporary files."""
