@@ -1,6 +1,6 @@
 """Learner throughput and MFU: padded micro-batches against packed (padding-free) ones.
 
-    python bench/learner_mfu.py            # SmolLM2-135M, quickstart batches: 32 sequences, micro-batch 8
+    python bench/learner_mfu.py            # SmolLM2-135M, batches of configs/quickstart.yaml's shape
     python bench/learner_mfu.py --quick    # the tiny random model, 16 sequences, 1 timed pair: ~1 minute
     python bench/learner_mfu.py --steps 5 --device cuda   # on a GPU (bench/gpu_check.sh)
 

@@ -10,9 +10,10 @@ same batches with batching "packed" (whole sequences end to end) and "shared_pre
 block attention mask) in alternating order (packed then shared, shared then packed, ...;
 one warm-up pair, then `--steps` timed pairs), so both see the same machine load:
 
-- **quickstart**: ``configs/quickstart.yaml`` (4 prompts x 8, real rendered prompts of its
-  mix, completions of random ids with the recorded quickstart's lengths,
-  `bench.learner_mfu.completion_length`), micro-batch 8, KL reference on;
+- **quickstart**: ``configs/quickstart.yaml`` with its own settings (today 8 prompts x 8,
+  micro-batch 4, LoRA rank 16, the KL reference being the base with the adapter off), real
+  rendered prompts of its mix, completions of random ids with the recorded quickstart's
+  lengths (`bench.learner_mfu.completion_length`);
 - **long document**: ``configs/long_context.yaml``'s domains (needle_haystack,
   financial_report; prompts ~1.5k tokens with the retrieved context), 1 prompt x 8 per
   step (G = 8), 64-token completions, micro-batch 2 (the packed path's memory bound is
