@@ -145,10 +145,18 @@ def model_flops(model, batch, with_ref: bool) -> float:
         batch: the step's `LearnerBatch`.
         with_ref: count the frozen reference model's forward pass.
     """
-    body, head, layer_width = flop_terms(model)
     lengths = batch.attention_mask.sum(1).double()
-    tokens, scored = float(lengths.sum()), float(batch.completion_mask.sum())
-    attn = layer_width * float((lengths ** 2).sum())
+    return step_flops(model, float(lengths.sum()), float((lengths ** 2).sum()), float(batch.completion_mask.sum()),
+                      with_ref)
+
+
+def step_flops(model, tokens: float, pairs: float, scored: float, with_ref: bool) -> float:
+    """Model FLOPs of one learner step (PaLM appendix B) from its counts: `tokens` run
+    through the body, `pairs` of attention (a sequence of T tokens counts T^2), `scored`
+    tokens projected onto the vocabulary; training counts forward + backward (3 forwards),
+    `with_ref` adds the reference model's forward."""
+    body, head, layer_width = flop_terms(model)
+    attn = layer_width * pairs
     train = 6 * body * tokens + 12 * attn + 6 * head * scored
     ref = 2 * body * tokens + 4 * attn + 2 * head * scored
     return train + (ref if with_ref else 0.0)
@@ -224,7 +232,7 @@ def measure(learner, batches, modes: tuple[str, ...]) -> dict[str, list[dict]]:
             out[mode].append({"tokens": m["learner_tokens"], "seconds": m["learner_seconds"],
                               "computed": m.get("learner_computed_tokens", m["learner_tokens"]),
                               "padding": m["learner_padding_share"], "micro_batches": m["learner_micro_batches"],
-                              "flops": model_flops(learner.module, batch, learner.ref_model is not None),
+                              "flops": model_flops(learner.module, batch, learner.cfg.kl_coef > 0),
                               "rss": rss, "gpu": gpu})
     return out
 

@@ -40,11 +40,30 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from bench.learner_mfu import (QUICK_CONFIG, build_batches, cpu_features, load_average, measure,  # noqa: E402
-                               pick_device)
+                               pick_device, step_flops)
 
 MODES = ("packed", "shared_prefix")
 # micro-batch 2: a packed micro-batch holds up to 2 x T tokens (T ~1.7k here); 8 such rows took 23 GB
 LONG = {"prompts_per_step": 1, "group_size": 8, "micro_batch_size": 2, "max_new_tokens": 64}
+
+
+def shared_prefix_flops(model, batch, with_ref: bool) -> float:
+    """Model FLOPs of one learner step on `batch` (`LearnerBatch`) with each group's prompt
+    computed once: `bench.learner_mfu.model_flops`'s counting over the shared-prefix layout,
+    the prompt's tokens and its own attention block once per group, each completion token
+    attending to the prompt and to its own earlier tokens, the same scored tokens.
+
+    The packed step's model FLOPs over this is the step-time ratio the shared prefix gives
+    at equal FLOP/s: a bound on the measured ratio, since what is left (the LM head over the
+    scored tokens, the completions' layers, the optimizer step) is the same work on both paths.
+    """
+    tokens = pairs = 0.0
+    for micro in batch.shared_prefix_micro_batches(1):
+        for row in micro.segments:
+            for _offset, prefix, lengths in row:
+                tokens += prefix + sum(lengths)
+                pairs += prefix**2 + sum((prefix + n) ** 2 - prefix**2 for n in lengths)
+    return step_flops(model, tokens, pairs, float(batch.completion_mask.sum()), with_ref)
 
 
 def workload(name: str, cfg, tokenizer, steps: int, completion_tokens: int | None, model_path) -> float:
@@ -64,6 +83,7 @@ def workload(name: str, cfg, tokenizer, steps: int, completion_tokens: int | Non
     print(f"  learner on {learner.device}", flush=True)
     try:
         runs = measure(learner, batches, MODES)
+        shared = sum(shared_prefix_flops(learner.module, b, cfg.kl_coef > 0) for b in batches[1:])
     finally:
         learner.close()
     for mode, rows in runs.items():
@@ -75,6 +95,8 @@ def workload(name: str, cfg, tokenizer, steps: int, completion_tokens: int | Non
               + (f", CUDA peak {max(r['gpu'] for r in rows) / 2**30:.2f} GiB" if rows[0]["gpu"] else ""), flush=True)
     pairs = [a["seconds"] / b["seconds"] for a, b in zip(runs["packed"], runs["shared_prefix"])]
     print(f"  packed / shared-prefix step time per pair: {' '.join(f'{r:.2f}' for r in pairs)}", flush=True)
+    print(f"  packed / shared-prefix model FLOPs: {sum(r['flops'] for r in runs['packed']) / shared:.2f} (the step-time "
+          "ratio at equal FLOP/s: its bound)", flush=True)
     return statistics.median(pairs)
 
 
