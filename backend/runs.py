@@ -32,8 +32,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from trainer.config import RunConfig
-from core.errors import WorkbenchError
+from trainer.config import RunConfig, parse_config
+from core.errors import ConfigError, WorkbenchError
 from core.paths import run_dir
 from backend.store import Store
 from backend.user_domains import pin_user_domains, register_pinned
@@ -281,7 +281,7 @@ def resume(store: Store, run_id: str, background: bool = True):
         RunNotFound: no such run.
         WorkbenchError: the run is pending, running or completed, or has no checkpoint
             with trainer state (the message says to clone its config instead).
-        ConfigError: the mix's prompts no longer fit the model's window (`check_model_fits`).
+        ConfigError: its stored config's fields don't validate (an edited export), or the mix's prompts no longer fit the model's window (`check_model_fits`).
     """
     run = store.get_run(run_id)
     if run["status"] in ("pending", "running") and run_process_alive(run):
@@ -296,7 +296,11 @@ def resume(store: Store, run_id: str, background: bool = True):
     from trainer.loop import check_model_fits  # torch-heavy: the page and the CLI import this module
 
     register_pinned(run["config"], store)  # the user-domain versions the run pinned (a foreground resume runs here)
-    check_model_fits(RunConfig(**run["config"]))  # refused here, not in the worker after the claim
+    try:  # its fields checked as a new run's are: an edited import can hold anything
+        cfg = parse_config(run["config"], source=f"run {run_id}'s stored config", check_model=False)
+    except ConfigError as e:
+        raise ConfigError(f"{e}; it can't be resumed: start a new run from a corrected copy of its config") from None
+    check_model_fits(cfg)  # refused here, not in the worker after the claim
     # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
     # the worker's pid replaces it, this process's pid marks the resume as in progress (a
     # second resume then finds a live pid); no heartbeat until the new process beats (the

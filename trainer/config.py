@@ -15,6 +15,7 @@ created, so the run records exactly which weights and level ranges it used.
 from __future__ import annotations
 
 import difflib
+import functools
 
 import os
 import re
@@ -22,8 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from core.choices import Algorithm, EngineKind, SandboxBackend
 from core.errors import ConfigError, ModelNotFound
@@ -127,7 +128,9 @@ class RunConfig(BaseModel):
     lora_rank: int = Field(0, ge=0, le=1024, description="LoRA rank r (Hu et al., 2021, arXiv:2106.09685, with "
                            "peft): train low-rank adapters instead of the weights; the KL reference is the base "
                            "with the adapter off (no second copy). 0: full fine-tuning.")
-    lora_alpha: float = Field(32.0, gt=0.0, description="LoRA scaling alpha (the update is alpha / r x B A).")
+    lora_alpha: float = Field(32.0, gt=0.0, le=10000.0, description="LoRA scaling alpha (the update is alpha / r x "
+                              "B A); at most 10,000 (common values are r to 4 r: far larger ones overflow the "
+                              "merged float32 weights).")
     lora_target_modules: list[str] = Field(
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], min_length=1,
         description="Linear layers that get an adapter (names inside each decoder layer).")
@@ -261,6 +264,14 @@ class RunConfig(BaseModel):
             raise ValueError(f"weight of domain {bad[0]!r} must be > 0")
         return v
 
+    @field_validator("lora_rank", "lora_alpha", mode="before")
+    @classmethod
+    def _not_a_bool(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, bool):  # YAML's yes/no/true/false would pass as 1 and 0
+            raise ValueError(f"{info.field_name} takes a number, got {str(v).lower()}; e.g. lora_rank: 16, "
+                             "lora_alpha: 32 (lora_rank: 0 trains all the weights)")
+        return v
+
     @model_validator(mode="wrap")
     @classmethod
     def _pin_auto_dtype(cls, data: Any, handler) -> "RunConfig":
@@ -268,9 +279,9 @@ class RunConfig(BaseModel):
         # its checkpoints and a resume elsewhere keep what the run started with
         if not (isinstance(data, dict) and data.get("dtype") == "auto"):
             return handler(data)
-        try:
-            lora = int(data.get("lora_rank") or 0) > 0
-        except (TypeError, ValueError, OverflowError):  # the field's own check names the problem
+        try:  # read as the field reads it (pydantic's int: "16.0" is 16)
+            lora = TypeAdapter(int).validate_python(data.get("lora_rank") or 0) > 0
+        except ValidationError:  # the field's own check names the problem
             lora = False
         dtype, why = precision.auto_dtype(lora=lora)
         cfg = handler({**data, "dtype": dtype})
@@ -486,7 +497,7 @@ def config_errors(data: Any) -> dict[str, str]:
     return _check(data)[1]
 
 
-def _check(data: Any) -> tuple[RunConfig | None, dict[str, str]]:
+def _check(data: Any, check_model: bool = True) -> tuple[RunConfig | None, dict[str, str]]:
     """(the config, {}) when `data` is valid, else (None or the config, errors by field)."""
     if not isinstance(data, dict):
         return None, {"config": f"expected a mapping of fields (name: value), got {type(data).__name__}"}
@@ -504,10 +515,14 @@ def _check(data: Any) -> tuple[RunConfig | None, dict[str, str]]:
                        + f"; valid fields are: {', '.join(RunConfig.model_fields)}")
             errors.setdefault(field, msg)
     model = data.get("model", RunConfig.model_fields["model"].default)
-    if "model" not in errors and isinstance(model, str):
+    if check_model and "model" not in errors and isinstance(model, str):
         problem = _model_problem(model)
         if problem:
             errors["model"] = problem
+        elif cfg is not None and cfg.lora_rank > 0:
+            problem = lora_target_problem(str(resolve_model(model)), tuple(cfg.lora_target_modules))
+            if problem:
+                errors["lora_target_modules"] = problem
     return cfg, errors
 
 
@@ -528,17 +543,62 @@ def _model_problem(model: str) -> str | None:
     return None
 
 
-def parse_config(data: Any, source: str = "config") -> RunConfig:
+@functools.lru_cache(maxsize=8)
+def lora_target_problem(path: str, targets: tuple[str, ...]) -> str | None:
+    """Why LoRA can't adapt `targets` (``lora_target_modules``, matched as peft matches them)
+    on the HF model at `path`, or None: an entry that matches no module (a typo would
+    otherwise leave that layer untrained without a word), a match that is not a linear
+    layer, or the output head of a model whose input embeddings share its weight (the
+    merged weights would then hold two different copies of that one tensor, and the rollout
+    engine would sample from another policy than the learner trains).
+
+    The model is built on the meta device from its config: no weights are read. A model
+    transformers can't build that way is not checked here (`trainer.weights.with_adapter`
+    refuses targets that match nothing when the run starts)."""
+    # on first use: torch, transformers and peft are heavy, and only LoRA configs need them
+    import torch
+    from peft import LoraConfig
+    from peft.tuners.tuners_utils import check_target_module_exists
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception:  # noqa: BLE001 - a model transformers can't build here: the learner's own check refuses it
+        return None
+    head = model.get_output_embeddings()
+    modules = {name: m for name, m in model.named_modules() if name}
+    linear = sorted({name.rsplit(".", 1)[-1] for name, m in modules.items()
+                     if isinstance(m, torch.nn.Linear) and m is not head})
+    fix = f"name linear layers of the model's decoder layers: {', '.join(linear)}"
+    for target in targets:
+        one = LoraConfig(target_modules=[target])
+        hits = [name for name in modules if check_target_module_exists(one, name)]
+        if not hits:
+            return f"{target!r} matches no layer of the model; {fix}"
+        other = next((name for name in hits if not isinstance(modules[name], torch.nn.Linear)), None)
+        if other is not None:
+            return f"{target!r} matches {other} ({type(modules[other]).__name__}), not a linear layer; {fix}"
+        if any(modules[name] is head for name in hits) and getattr(config, "tie_word_embeddings", False):
+            return (f"{target!r} matches the output head, whose weight the model shares with its input "
+                    f"embeddings (tie_word_embeddings); {fix}")
+    return None
+
+
+def parse_config(data: Any, source: str = "config", check_model: bool = True) -> RunConfig:
     """Validate a mapping into a `RunConfig` and check that its model resolves.
 
     Args:
         data: the parsed YAML mapping.
         source: where it came from, for messages (a file path).
+        check_model: also check that the model resolves and that ``lora_target_modules``
+            name linear layers of it (`lora_target_problem`); False checks the fields alone.
 
     Raises:
         ConfigError: naming the first invalid field and how to fix it.
     """
-    cfg, errors = _check(data)
+    cfg, errors = _check(data, check_model)
     if errors:
         field, msg = next(iter(errors.items()))
         if field == "config" and not isinstance(data, dict):

@@ -70,7 +70,7 @@ from trainer.logprobs import (check_packing, first_completion_column, packed_tok
                               token_logprobs)
 from trainer.metrics import PeakRSS
 from trainer.types import LearnerBatch, PackedMicroBatch
-from trainer.weights import ADAPTER_DIR, merged_weights, with_adapter, zero3_weights
+from trainer.weights import ADAPTER_DIR, merged_weights, saved_adapter, with_adapter, zero3_weights
 
 # DeepSpeed's ZeRO-3 calls these torch.distributed functions on every layer's gather and
 # reduce, and torch 2.13 warns at each call: a run's log would fill with them
@@ -139,6 +139,10 @@ class DeepSpeedLearner:
             raise ConfigError(f"field 'dtype': {cfg.dtype!r} reached the learner unresolved; build the config "
                               "with RunConfig(...) or parse_config, which pin dtype: auto")
         self.lora = cfg.lora_rank > 0
+        saved = saved_adapter(init_from) if init_from is not None and not self.lora else None
+        if saved is not None:
+            raise ConfigError(f"{init_from} holds a LoRA adapter (lora_rank: {saved['lora_rank']}, lora_alpha: "
+                              f"{saved['lora_alpha']:g}); resume it with those settings, or start a new run")
         # LoRA: the adapters train on the base, a resumed run's from its checkpoint's adapter/
         model = AutoModelForCausalLM.from_pretrained(model_path if self.lora else (init_from or model_path),
                                                      dtype=torch.float32)

@@ -232,6 +232,9 @@ def check_packing(model: torch.nn.Module) -> None:
     model.train(was_training)
     want = torch.cat([padded[0, 1:5], padded[1, 1:7]])
     err = float((packed - want).abs().max())
+    if not torch.isfinite(packed).all() or not torch.isfinite(padded).all():
+        raise ConfigError("the model's logprobs are not finite (NaN or inf) on two short random sequences: its "
+                          "weights hold NaN or inf values; start from a sound checkpoint")
     if not err < 1e-3:
         raise ConfigError(f"packed sequences score differently from padded ones on this model (max logprob "
                           f"difference {err:.3g} nats): its attention ignores packed position ids; use "

@@ -9,6 +9,7 @@ ranks). Used by `trainer.learner.DeepSpeedLearner` for the weight sync and its c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,17 +32,44 @@ def with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path |
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if init_from is not None:
-        adapter = Path(init_from) / ADAPTER_DIR
-        if not (adapter / "adapter_config.json").exists():
+        saved = saved_adapter(init_from)
+        if saved is None:
             raise ConfigError(f"{init_from} holds no LoRA adapter ({ADAPTER_DIR}/); resume it with lora_rank: 0, "
                               "or start a new run")
-        return PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+        want = {"lora_rank": cfg.lora_rank, "lora_alpha": float(cfg.lora_alpha),
+                "lora_target_modules": sorted(cfg.lora_target_modules)}
+        differ = [k for k in want if saved[k] != want[k]]
+        if differ:
+            raise ConfigError(f"{init_from}'s adapter was trained with "
+                              f"{', '.join(f'{k}: {saved[k]}' for k in differ)}; the run's config says "
+                              f"{', '.join(f'{k}: {want[k]}' for k in differ)}: resume with the checkpoint's "
+                              "settings, or start a new run")
+        return PeftModel.from_pretrained(model, str(Path(init_from) / ADAPTER_DIR), is_trainable=True)
     try:
         return get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                                                 target_modules=list(cfg.lora_target_modules)))
     except ValueError as e:  # peft: "Target modules ... not found in the base model"
         raise ConfigError(f"lora_target_modules {list(cfg.lora_target_modules)}: {e}; name linear layers of the "
                           "model, e.g. q_proj, v_proj") from None
+
+
+def saved_adapter(checkpoint: str | Path) -> dict | None:
+    """The LoRA settings of the adapter a checkpoint holds, under the run config's names
+    (lora_rank, lora_alpha, lora_target_modules sorted), or None when it holds none (a full
+    fine-tuning checkpoint).
+
+    Raises:
+        ConfigError: its adapter_config.json can't be read.
+    """
+    path = Path(checkpoint) / ADAPTER_DIR / "adapter_config.json"
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        return {"lora_rank": int(saved["r"]), "lora_alpha": float(saved["lora_alpha"]),
+                "lora_target_modules": sorted(saved["target_modules"])}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path} can't be read ({type(e).__name__}: {e}); resume from another checkpoint") from None
 
 
 def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

@@ -223,6 +223,22 @@ def test_resume_skips_a_deleted_last_checkpoint(tmp_path):
         assert store.get_run(rid)["status"] == "pending"
 
 
+def test_resume_refuses_a_stored_config_that_no_longer_validates(tmp_path):
+    """An export edited by hand and imported: resume names the field and changes nothing,
+    instead of a pydantic traceback."""
+    from core.errors import ConfigError
+    from backend.runs import resume
+
+    with Store(tmp_path / "wb.db") as store:
+        rid = store.create_run("x", {"model": "tiny", "lora_rank": -1}, total_steps=5)
+        record_checkpoint(store, rid, tmp_path, 1)
+        store.set_status(rid, "stopped")
+        with pytest.raises(ConfigError, match=f"run {rid}'s stored config: field 'lora_rank': .*greater than or "
+                                              "equal to 0; it can't be resumed: start a new run from a corrected"):
+            resume(store, rid, background=False)
+        assert store.get_run(rid)["status"] == "stopped"
+
+
 def test_resume_removes_the_evaluations_of_the_discarded_steps(tmp_path):
     """Resumed from step 2's checkpoint (step 4's directory is gone), the run's evaluations
     of step 4 and its previous attempt's "after" go with the other rows of steps 3+: the

@@ -161,3 +161,56 @@ def test_gradient_checkpointing_gives_a_lora_learner_the_same_step(tiny_model_di
     assert ckpt["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-3)
     for k in plain_w:
         torch.testing.assert_close(ckpt_w[k], plain_w[k], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("targets, why", [
+    (["q_proj", "nope"], "'nope' matches no layer of the model"),  # a typo beside a good name
+    (["Q_PROJ"], "'Q_PROJ' matches no layer"),
+    (["mlp"], r"'mlp' matches model\.layers\.0\.mlp \(LlamaMLP\), not a linear layer"),
+    (["embed_tokens"], r"'embed_tokens' matches model\.embed_tokens \(Embedding\), not a linear layer"),
+    # tied: the merged weights would hold two different copies of one tensor
+    (["lm_head"], "'lm_head' matches the output head, whose weight the model shares with its input"),
+])
+def test_lora_targets_are_checked_against_the_model_when_the_config_is_parsed(tiny_model_dir, targets, why):
+    """Before any run row exists: each entry must name linear layers of the model's decoder."""
+    from trainer.config import parse_config
+
+    base = {"model": str(tiny_model_dir), "domains": ["basic_arithmetic"], "lora_rank": 4}
+    with pytest.raises(ConfigError, match=f"field 'lora_target_modules': {why}") as e:
+        parse_config({**base, "lora_target_modules": targets})
+    assert "q_proj" in str(e.value).split("decoder layers: ")[1]  # the fix names the model's linear layers
+    assert parse_config({**base, "lora_target_modules": ["q_proj", "down_proj"]}).lora_target_modules == [
+        "q_proj", "down_proj"]
+    assert parse_config({**base, "lora_rank": 0, "lora_target_modules": targets}).lora_rank == 0  # unused: unchecked
+
+
+def test_lora_rank_and_alpha_refuse_booleans_and_an_overflowing_alpha(tiny_model_dir, monkeypatch):
+    from trainer import precision
+    from trainer.config import parse_config
+
+    base = {"model": str(tiny_model_dir), "domains": ["basic_arithmetic"]}
+    with pytest.raises(ConfigError, match="field 'lora_rank': lora_rank takes a number, got true"):
+        parse_config({**base, "lora_rank": True})
+    with pytest.raises(ConfigError, match="field 'lora_alpha': lora_alpha takes a number, got false"):
+        parse_config({**base, "lora_rank": 4, "lora_alpha": False})
+    with pytest.raises(ConfigError, match="field 'lora_alpha': .*10000"):
+        parse_config({**base, "lora_rank": 4, "lora_alpha": 1e40})
+    seen = []
+    monkeypatch.setattr(precision, "auto_dtype", lambda lora: (seen.append(lora), ("bfloat16", "test"))[1])
+    cfg = parse_config({**base, "lora_rank": "16.0", "dtype": "auto"})  # read as the field reads it
+    assert (cfg.lora_rank, seen) == (16, [True])
+
+
+def test_a_lora_checkpoint_resumes_only_with_its_own_lora_settings(stepped, tiny_model_dir, tmp_path):
+    """Another rank, alpha or target list, or full fine-tuning, would be ignored or fail
+    deep in the loader: each is refused with what the checkpoint holds."""
+    from trainer.learner import DeepSpeedLearner
+
+    learner, _, _ = stepped
+    path = learner.save_checkpoint(tmp_path / "step-2", with_optimizer=False)
+    with pytest.raises(ConfigError, match="adapter was trained with lora_rank: 4; the run's config says lora_rank: 8"):
+        DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir, lora_rank=8), init_from=path)
+    with pytest.raises(ConfigError, match=r"lora_target_modules: \['down_proj', 'gate_proj'"):
+        DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir, lora_target_modules=["q_proj"]), init_from=path)
+    with pytest.raises(ConfigError, match="holds a LoRA adapter \\(lora_rank: 4, lora_alpha: 32\\)"):
+        DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir, lora_rank=0), init_from=path)
