@@ -281,7 +281,8 @@ def resume(store: Store, run_id: str, background: bool = True):
         RunNotFound: no such run.
         WorkbenchError: the run is pending, running or completed, or has no checkpoint
             with trainer state (the message says to clone its config instead).
-        ConfigError: its stored config's fields don't validate (an edited export), or the mix's prompts no longer fit the model's window (`check_model_fits`).
+        ConfigError: its stored config's fields don't validate (an edited export), or the
+            mix's prompts no longer fit the model's window (`check_model_fits`).
     """
     run = store.get_run(run_id)
     if run["status"] in ("pending", "running") and run_process_alive(run):
