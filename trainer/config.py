@@ -521,6 +521,8 @@ def _check(data: Any, check_model: bool = True) -> tuple[RunConfig | None, dict[
             errors["model"] = problem
         elif cfg is not None and cfg.lora_rank > 0:
             problem = lora_target_problem(str(resolve_model(model)), tuple(cfg.lora_target_modules))
+            if problem and "lora_target_modules" not in cfg.model_fields_set:
+                problem += " (the list is the default, for Llama-style models: set lora_target_modules for this one)"
             if problem:
                 errors["lora_target_modules"] = problem
     return cfg, errors
@@ -543,41 +545,50 @@ def _model_problem(model: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=8)
 def lora_target_problem(path: str, targets: tuple[str, ...]) -> str | None:
     """Why LoRA can't adapt `targets` (``lora_target_modules``, matched as peft matches them)
     on the HF model at `path`, or None: an entry that matches no module (a typo would
     otherwise leave that layer untrained without a word), a match that is not a linear
-    layer, or the output head of a model whose input embeddings share its weight (the
-    merged weights would then hold two different copies of that one tensor, and the rollout
-    engine would sample from another policy than the learner trains).
+    layer (``torch.nn.Linear``, or transformers' ``Conv1D`` of GPT-2-style models), or the
+    output head of a model whose input embeddings share its weight (the merged weights would
+    then hold two different copies of that one tensor, and the rollout engine would sample
+    from another policy than the learner trains).
 
-    The model is built on the meta device from its config: no weights are read. A model
-    transformers can't build that way is not checked here (`trainer.weights.with_adapter`
-    refuses targets that match nothing when the run starts)."""
+    The model is built on the meta device from its config: no weights are read; the verdict
+    is cached per (directory, config.json's modification time, targets). A model transformers
+    can't build that way is not checked here (`trainer.weights.with_adapter` refuses targets
+    that match nothing when the run starts)."""
+    config_file = Path(path).resolve() / "config.json"
+    try:
+        return _lora_target_problem(str(config_file.parent), config_file.stat().st_mtime_ns, targets)
+    except Exception:  # noqa: BLE001 - a model transformers can't build here: the learner's own check refuses it
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _lora_target_problem(path: str, mtime_ns: int, targets: tuple[str, ...]) -> str | None:
     # on first use: torch, transformers and peft are heavy, and only LoRA configs need them
     import torch
     from peft import LoraConfig
     from peft.tuners.tuners_utils import check_target_module_exists
     from transformers import AutoConfig, AutoModelForCausalLM
+    # on first use: with the rest of transformers
+    from transformers.pytorch_utils import Conv1D
 
-    try:
-        config = AutoConfig.from_pretrained(path)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
-    except Exception:  # noqa: BLE001 - a model transformers can't build here: the learner's own check refuses it
-        return None
+    config = AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
     head = model.get_output_embeddings()
     modules = {name: m for name, m in model.named_modules() if name}
-    linear = sorted({name.rsplit(".", 1)[-1] for name, m in modules.items()
-                     if isinstance(m, torch.nn.Linear) and m is not head})
+    kinds = (torch.nn.Linear, Conv1D)
+    linear = sorted({name.rsplit(".", 1)[-1] for name, m in modules.items() if isinstance(m, kinds) and m is not head})
     fix = f"name linear layers of the model's decoder layers: {', '.join(linear)}"
     for target in targets:
         one = LoraConfig(target_modules=[target])
         hits = [name for name in modules if check_target_module_exists(one, name)]
         if not hits:
             return f"{target!r} matches no layer of the model; {fix}"
-        other = next((name for name in hits if not isinstance(modules[name], torch.nn.Linear)), None)
+        other = next((name for name in hits if not isinstance(modules[name], kinds)), None)
         if other is not None:
             return f"{target!r} matches {other} ({type(modules[other]).__name__}), not a linear layer; {fix}"
         if any(modules[name] is head for name in hits) and getattr(config, "tie_word_embeddings", False):

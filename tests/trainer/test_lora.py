@@ -214,3 +214,44 @@ def test_a_lora_checkpoint_resumes_only_with_its_own_lora_settings(stepped, tiny
         DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir, lora_target_modules=["q_proj"]), init_from=path)
     with pytest.raises(ConfigError, match="holds a LoRA adapter \\(lora_rank: 4, lora_alpha: 32\\)"):
         DeepSpeedLearner(tiny_model_dir, _cfg(tiny_model_dir, lora_rank=0), init_from=path)
+
+
+def test_a_resume_compares_the_layers_adapted_not_the_target_strings(tiny_model_dir, tmp_path):
+    """peft saves a target list deduplicated (and shortened when long): the same layers
+    resume; other layers are refused."""
+    from transformers import AutoModelForCausalLM
+
+    from trainer.weights import ADAPTER_DIR, with_adapter
+
+    def base():
+        return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+
+    cfg = _cfg(tiny_model_dir, lora_target_modules=["q_proj", "v_proj", "q_proj"])
+    with_adapter(base(), cfg, None).save_pretrained(tmp_path / ADAPTER_DIR)
+    resumed = with_adapter(base(), cfg, tmp_path)
+    assert any(".q_proj.lora_A" in n for n, _ in resumed.named_parameters())
+    paths = _cfg(tiny_model_dir, lora_target_modules=["self_attn.q_proj", "self_attn.v_proj"])  # the same layers
+    assert with_adapter(base(), paths, tmp_path) is not None
+    with pytest.raises(ConfigError, match="lora_target_modules"):
+        with_adapter(base(), _cfg(tiny_model_dir, lora_target_modules=["q_proj"]), tmp_path)
+
+
+def test_gpt2_style_conv1d_layers_count_as_linear_and_a_changed_model_is_checked_again(tmp_path):
+    import os
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from trainer.config import lora_target_problem
+
+    def save(**kw):
+        GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=64, **kw)
+                        ).save_pretrained(tmp_path)
+
+    save()
+    assert lora_target_problem(str(tmp_path), ("c_attn",)) is None  # Conv1D: peft adapts it
+    assert "c_attn" in lora_target_problem(str(tmp_path), ("ln_1",)).split("decoder layers: ")[1]
+    assert "tie_word_embeddings" in lora_target_problem(str(tmp_path), ("lm_head",))
+    save(tie_word_embeddings=False)  # the model rewritten in place: not the cached verdict
+    stat = (tmp_path / "config.json").stat()
+    os.utime(tmp_path / "config.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert lora_target_problem(str(tmp_path), ("lm_head",)) is None  # an untied head may be adapted
