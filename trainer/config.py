@@ -15,7 +15,6 @@ created, so the run records exactly which weights and level ranges it used.
 from __future__ import annotations
 
 import difflib
-import functools
 
 import os
 import re
@@ -30,7 +29,7 @@ from core.choices import Algorithm, EngineKind, SandboxBackend
 from core.errors import ConfigError, ModelNotFound
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.registry import domain_names, get_domain
-from trainer import precision
+from trainer import lora_targets, precision
 from trainer.models import MODELS, resolve_model
 
 # the forms of ray_address: auto, HOST:PORT, ray://HOST:PORT
@@ -520,7 +519,7 @@ def _check(data: Any, check_model: bool = True) -> tuple[RunConfig | None, dict[
         if problem:
             errors["model"] = problem
         elif cfg is not None and cfg.lora_rank > 0:
-            problem = lora_target_problem(str(resolve_model(model)), tuple(cfg.lora_target_modules))
+            problem = lora_targets.target_problem(resolve_model(model), tuple(cfg.lora_target_modules))
             if problem and "lora_target_modules" not in cfg.model_fields_set:
                 problem += " (the list is the default, for Llama-style models: set lora_target_modules for this one)"
             if problem:
@@ -545,58 +544,6 @@ def _model_problem(model: str) -> str | None:
     return None
 
 
-def lora_target_problem(path: str, targets: tuple[str, ...]) -> str | None:
-    """Why LoRA can't adapt `targets` (``lora_target_modules``, matched as peft matches them)
-    on the HF model at `path`, or None: an entry that matches no module (a typo would
-    otherwise leave that layer untrained without a word), a match that is not a linear
-    layer (``torch.nn.Linear``, or transformers' ``Conv1D`` of GPT-2-style models), or the
-    output head of a model whose input embeddings share its weight (the merged weights would
-    then hold two different copies of that one tensor, and the rollout engine would sample
-    from another policy than the learner trains).
-
-    The model is built on the meta device from its config: no weights are read; the verdict
-    is cached per (directory, config.json's modification time, targets). A model transformers
-    can't build that way is not checked here (`trainer.weights.with_adapter` refuses targets
-    that match nothing when the run starts)."""
-    config_file = Path(path).resolve() / "config.json"
-    try:
-        return _lora_target_problem(str(config_file.parent), config_file.stat().st_mtime_ns, targets)
-    except Exception:  # noqa: BLE001 - a model transformers can't build here: the learner's own check refuses it
-        return None
-
-
-@functools.lru_cache(maxsize=8)
-def _lora_target_problem(path: str, mtime_ns: int, targets: tuple[str, ...]) -> str | None:
-    # on first use: torch, transformers and peft are heavy, and only LoRA configs need them
-    import torch
-    from peft import LoraConfig
-    from peft.tuners.tuners_utils import check_target_module_exists
-    from transformers import AutoConfig, AutoModelForCausalLM
-    # on first use: with the rest of transformers
-    from transformers.pytorch_utils import Conv1D
-
-    config = AutoConfig.from_pretrained(path)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    head = model.get_output_embeddings()
-    modules = {name: m for name, m in model.named_modules() if name}
-    kinds = (torch.nn.Linear, Conv1D)
-    linear = sorted({name.rsplit(".", 1)[-1] for name, m in modules.items() if isinstance(m, kinds) and m is not head})
-    fix = f"name linear layers of the model's decoder layers: {', '.join(linear)}"
-    for target in targets:
-        one = LoraConfig(target_modules=[target])
-        hits = [name for name in modules if check_target_module_exists(one, name)]
-        if not hits:
-            return f"{target!r} matches no layer of the model; {fix}"
-        other = next((name for name in hits if not isinstance(modules[name], kinds)), None)
-        if other is not None:
-            return f"{target!r} matches {other} ({type(modules[other]).__name__}), not a linear layer; {fix}"
-        if any(modules[name] is head for name in hits) and getattr(config, "tie_word_embeddings", False):
-            return (f"{target!r} matches the output head, whose weight the model shares with its input "
-                    f"embeddings (tie_word_embeddings); {fix}")
-    return None
-
-
 def parse_config(data: Any, source: str = "config", check_model: bool = True) -> RunConfig:
     """Validate a mapping into a `RunConfig` and check that its model resolves.
 
@@ -604,7 +551,7 @@ def parse_config(data: Any, source: str = "config", check_model: bool = True) ->
         data: the parsed YAML mapping.
         source: where it came from, for messages (a file path).
         check_model: also check that the model resolves and that ``lora_target_modules``
-            name linear layers of it (`lora_target_problem`); False checks the fields alone.
+            name linear layers of it (`trainer.lora_targets.target_problem`); False checks the fields alone.
 
     Raises:
         ConfigError: naming the first invalid field and how to fix it.

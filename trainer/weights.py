@@ -17,6 +17,7 @@ import torch
 
 from core.errors import ConfigError
 from trainer.config import RunConfig
+from trainer.lora_targets import adapted
 
 ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint keeps its adapter here, beside the merged weights
 
@@ -41,7 +42,7 @@ def with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path |
         differ = [k for k in ("lora_rank", "lora_alpha") if saved[k] != want[k]]
         # the layers each list adapts, not the strings: peft saves a list deduplicated, or shortened to the
         # layers' last names when it is long
-        if _adapted(model, saved["lora_target_modules"]) != _adapted(model, cfg.lora_target_modules):
+        if adapted(model, saved["lora_target_modules"]) != adapted(model, cfg.lora_target_modules):
             differ.append("lora_target_modules")
         if differ:
             raise ConfigError(f"{init_from}'s adapter was trained with "
@@ -55,16 +56,6 @@ def with_adapter(model: torch.nn.Module, cfg: RunConfig, init_from: str | Path |
     except ValueError as e:  # peft: "Target modules ... not found in the base model"
         raise ConfigError(f"lora_target_modules {list(cfg.lora_target_modules)}: {e}; name linear layers of the "
                           "model, e.g. q_proj, v_proj") from None
-
-
-def _adapted(model: torch.nn.Module, targets) -> set[str]:
-    """The names of `model`'s modules that LoRA targets `targets` put an adapter on (peft's matching)."""
-    # on first use: peft is only imported by LoRA runs
-    from peft import LoraConfig
-    from peft.tuners.tuners_utils import check_target_module_exists
-
-    config = LoraConfig(target_modules=list(targets))
-    return {name for name, _ in model.named_modules() if name and check_target_module_exists(config, name)}
 
 
 def saved_adapter(checkpoint: str | Path) -> dict | None:

@@ -241,17 +241,17 @@ def test_gpt2_style_conv1d_layers_count_as_linear_and_a_changed_model_is_checked
 
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from trainer.config import lora_target_problem
+    from trainer.lora_targets import target_problem
 
     def save(**kw):
         GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=64, **kw)
                         ).save_pretrained(tmp_path)
 
     save()
-    assert lora_target_problem(str(tmp_path), ("c_attn",)) is None  # Conv1D: peft adapts it
-    assert "c_attn" in lora_target_problem(str(tmp_path), ("ln_1",)).split("decoder layers: ")[1]
-    assert "tie_word_embeddings" in lora_target_problem(str(tmp_path), ("lm_head",))
+    assert target_problem(str(tmp_path), ("c_attn",)) is None  # Conv1D: peft adapts it
+    assert "c_attn" in target_problem(str(tmp_path), ("ln_1",)).split("decoder layers: ")[1]
+    assert "tie_word_embeddings" in target_problem(str(tmp_path), ("lm_head",))
     save(tie_word_embeddings=False)  # the model rewritten in place: not the cached verdict
     stat = (tmp_path / "config.json").stat()
     os.utime(tmp_path / "config.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    assert lora_target_problem(str(tmp_path), ("lm_head",)) is None  # an untied head may be adapted
+    assert target_problem(str(tmp_path), ("lm_head",)) is None  # an untied head may be adapted
