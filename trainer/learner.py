@@ -22,7 +22,8 @@ path, kept for comparison: ``bench/learner_mfu.py``) right-pads length-sorted mi
 The packed layouts compute logits for the scored completion tokens alone. All three give the
 same loss and gradient up to float rounding (tests/trainer/test_packing.py); each packed
 layout is checked against the padded one on the model at start-up, and a model whose
-attention can't take the shared-prefix mask falls back to "packed" with a notice.
+attention can't take the shared-prefix mask, or keeps to a sliding window, falls back to
+"packed" with a notice.
 
 LoRA (``lora_rank > 0``, Hu et al., 2021, "LoRA", arXiv:2106.09685, through ``peft``): only
 the adapters train; the KL reference is the same model with the adapter disabled (no second
@@ -104,7 +105,9 @@ class DeepSpeedLearner:
             "packed" (padding-free micro-batches of up to ``micro_batch_size`` rows of T
             tokens) or "padded" (``micro_batch_size`` right-padded sequences per micro-batch,
             grouped by length); see the module docstring. "shared_prefix" on a model whose
-            attention can't take its mask falls back to "packed" with a notice on stderr. On
+            attention can't take its mask, or that attends within a sliding window
+            (`trainer.prefix_attention.sliding_window`), falls back to "packed" with a notice
+            on stderr. On
             the CPU an SDPA model then attends by each group's parts, not under the dense
             block mask (`trainer.prefix_attention`; ``self.by_parts``).
 
@@ -152,6 +155,11 @@ class DeepSpeedLearner:
         # long-document step: 26.2 s against 29.6 s); on an H200 at 1.6k-token prompts it measured slower (0.39 s
         # against 0.26 s a step: many small kernel launches), so CUDA keeps the dense mask
         self.by_parts = False
+        window = prefix_attention.sliding_window(model.config)
+        if batching == "shared_prefix" and window is not None:
+            print(f"[learner] this model attends within a sliding window of {window} tokens, which the shared-prefix "
+                  "block mask does not apply; using batching='packed'", file=sys.stderr, flush=True)
+            batching = self.batching = "packed"
         if batching == "shared_prefix":
             if get_accelerator().device_name() == "cpu":
                 self.by_parts = prefix_attention.enable(model)  # SDPA models only

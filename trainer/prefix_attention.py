@@ -19,7 +19,8 @@ Efficient GRPO Training through Shared-Prefix Forward", arXiv:2506.05433), in tr
 attention interface. It is registered under `ATTENTION` and takes the layout from the
 ``prefix_layout`` keyword that `trainer.logprobs.packed_token_logprobs` passes through the
 model's forward; without one (or on a model with dropout in training, a sliding window, a
-softcap or attention sinks) it is transformers' own SDPA with the mask it was given.
+softcap or attention sinks) it is transformers' own SDPA with the mask it was given. The
+learner gives a sliding-window model no layout: it packs its sequences (`sliding_window`).
 """
 
 from __future__ import annotations
@@ -162,6 +163,23 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
     out = torch.stack([_row(query[r], key[r], value[r], layout.rows[r], layout.ends[r], scaling)
                        for r in range(query.shape[0])])
     return out.transpose(1, 2).contiguous(), None
+
+
+def sliding_window(config) -> int | None:
+    """The attention window (tokens) some layer of the model with HF config `config` keeps to,
+    or None when every layer attends to all earlier tokens (or the window is at least
+    ``max_position_embeddings``, so it never binds).
+
+    The shared-prefix layout hands the model a ready (R, C, C) block mask, which transformers
+    passes through unchanged: a window would not be applied to it, so `trainer.learner` packs
+    such a model's sequences instead (Mistral, Gemma 2/3, Qwen with ``use_sliding_window``)."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    window = getattr(config, "sliding_window", None)
+    kinds = getattr(config, "layer_types", None)
+    if not isinstance(window, int) or window <= 0 or (kinds and not any("sliding" in str(k) for k in kinds)):
+        return None
+    longest = getattr(config, "max_position_embeddings", None)
+    return None if isinstance(longest, int) and window >= longest else window
 
 
 def enable(model: torch.nn.Module) -> bool:

@@ -324,7 +324,10 @@ class LearnerBatch:
                     cursor += k
                 offset = cursor
             layout.append(tuple(row))
-            pos[r, offset:] = torch.arange(width - offset)  # the tail: a causal block of its own
+            # the tail: a causal block of its own, its positions below the longest sequence's as in the packed
+            # layout (a row can be wider than T; a model whose RoPE scaling or position table reads the largest
+            # position id would otherwise see one no sequence has)
+            pos[r, offset:] = torch.arange(width - offset).clamp(max=max(lengths) - 1)
             allow[r, offset:, offset:] = causal[: width - offset, : width - offset]
         return PackedMicroBatch(ids, pos, torch.cat(index), torch.cat(targets), torch.cat(old),
                                 torch.cat(adv), torch.cat(mask), num_sequences=sum(len(seg) for b in bins for seg in b),

@@ -235,3 +235,111 @@ def test_a_model_that_refuses_the_mask_falls_back_to_packed_and_says_so(tiny_mod
         assert ds.step(_batch())["learner_micro_batches"] >= 1
     finally:
         ds.close()
+
+
+def _faulted_groups() -> list[Sample]:
+    """Two groups of three (6-token prompts, 5-token completions); the last sample of the second
+    group a harness fault, so it scores nothing and is laid out alone."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for group in range(2):
+        prompt = torch.randint(3, 1000, (6,), generator=g).tolist()
+        for index in range(3):
+            ids = torch.randint(3, 1000, (5,), generator=g).tolist()
+            out.append(Sample("basic_arithmetic", group, group, index, "p", prompt,
+                              Completion(ids, [-1.0] * 5, "x", "stop"), advantage=(1.0, -1.0, 0.5)[index],
+                              fault="harness" if (group, index) == (1, 2) else None))
+    return out
+
+
+def test_a_micro_batch_without_scored_tokens_steps_as_packed_does_under_gspo(tiny_model_dir):
+    from trainer.learner import DeepSpeedLearner
+
+    batch = LearnerBatch.from_samples(_faulted_groups(), pad_id=0)
+    assert [len(m.targets) for m in batch.shared_prefix_micro_batches(3)][-1] == 0  # the faulted sample alone
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=2, group_size=3, micro_batch_size=3,
+                    learning_rate=1e-3, algorithm="gspo", kl_coef=0.1, model=str(tiny_model_dir))
+    shared, packed = DeepSpeedLearner(tiny_model_dir, cfg), DeepSpeedLearner(tiny_model_dir, cfg, batching="packed")
+    try:
+        assert shared.batching == "shared_prefix"
+        a = shared.step(LearnerBatch.from_samples(_faulted_groups(), pad_id=0))
+        b = packed.step(LearnerBatch.from_samples(_faulted_groups(), pad_id=0))
+        assert b["grad_norm"] > 0
+        for key in ("loss", "pg_loss", "kl", "grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    finally:
+        shared.close()
+        packed.close()
+
+
+def test_a_rows_tail_keeps_positions_a_model_with_learned_positions_has():
+    """A shared-prefix row can be wider than the longest sequence (a segment of a prompt and G
+    completions); a shorter row's unused tail counts positions only up to the longest
+    sequence's last, so a position table of exactly that size (GPT-2) or a RoPE scaling that
+    reads the largest position id sees what the padded layout shows it."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from trainer.logprobs import token_logprobs
+
+    g = torch.Generator().manual_seed(0)
+    samples = []
+    for group, (p, lengths) in enumerate(((8, (6, 6, 6)), (4, (2,)))):  # a 26-token segment; a 6-token one
+        prompt = torch.randint(3, 1000, (p,), generator=g).tolist()
+        for index, c in enumerate(lengths):
+            samples.append(Sample("basic_arithmetic", group, group, index, "p", prompt,
+                                  Completion(torch.randint(3, 1000, (c,), generator=g).tolist(), [-1.0] * c, "x",
+                                             "stop"), advantage=1.0 - index))
+    batch = LearnerBatch.from_samples(samples, pad_id=0)
+    longest = int(batch.attention_mask.sum(dim=1).max())
+    [micro] = batch.shared_prefix_micro_batches(rows=4)
+    assert micro.input_ids.shape == (2, 26) and longest == 14  # the second row's tail: 20 tokens
+    assert int(micro.position_ids.max()) == longest - 1
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=1000, n_positions=longest, n_embd=64, n_layer=2, n_head=4,
+                                       attn_implementation="sdpa")).eval()
+    with torch.no_grad():
+        padded, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    old = batch.old_logprobs.clone()
+    batch.old_logprobs = torch.arange(old.numel(), dtype=old.dtype).reshape(old.shape)  # distinct, to place each
+    assert (_shared_logprobs(model, batch, 4) - padded * batch.completion_mask).abs().max().item() < 1e-4
+
+
+def test_sliding_window_reads_the_window_a_layer_keeps_to():
+    from transformers import Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
+
+    from trainer.prefix_attention import sliding_window
+
+    assert sliding_window(MistralConfig(sliding_window=8, max_position_embeddings=256)) == 8
+    assert sliding_window(MistralConfig(sliding_window=None)) is None
+    assert sliding_window(MistralConfig(sliding_window=4096, max_position_embeddings=4096)) is None  # never binds
+    assert sliding_window(Qwen2Config()) is None  # use_sliding_window: false
+    assert sliding_window(Qwen2Config(use_sliding_window=True, max_window_layers=1, num_hidden_layers=3)) == 4096
+    assert sliding_window(Gemma3TextConfig(sliding_window=512)) == 512
+    assert sliding_window(LlamaConfig()) is None
+
+
+def test_a_sliding_window_model_packs_its_sequences_and_says_so(tmp_path, capsys):
+    """The shared-prefix block mask reaches the model whole, and transformers applies no window
+    to a ready mask: such a model trains packed, with the padded path's step."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from trainer.learner import DeepSpeedLearner
+
+    torch.manual_seed(0)
+    MistralForCausalLM(MistralConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8,
+                                     max_position_embeddings=256, initializer_range=0.1)).save_pretrained(tmp_path)
+    batch = _batch()
+    assert int(batch.attention_mask.sum(dim=1).max()) > 8  # sequences longer than the window
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
+                    learning_rate=1e-3, model=str(tmp_path))
+    windowed, padded = DeepSpeedLearner(tmp_path, cfg), DeepSpeedLearner(tmp_path, cfg, batching="padded")
+    try:
+        assert windowed.batching == "packed"
+        assert "sliding window of 8 tokens" in capsys.readouterr().err
+        a, b = windowed.step(_batch()), padded.step(_batch())
+        for key in ("loss", "pg_loss", "grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    finally:
+        windowed.close()
+        padded.close()

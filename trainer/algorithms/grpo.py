@@ -279,8 +279,9 @@ def policy_loss(
 def _sequence_means(values: torch.Tensor, mask: torch.Tensor, sequence_index: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per sequence: the mean of `values` over its masked tokens (0 for none) and its token
-    count; both (S,) with S = max(sequence_index) + 1."""
-    n = int(sequence_index.max()) + 1
+    count; both (S,) with S = max(sequence_index) + 1 (0 for a micro-batch without scored
+    tokens: a group's harness-faulted sample, packed alone)."""
+    n = int(sequence_index.max()) + 1 if sequence_index.numel() else 0
     idx = sequence_index.flatten()
     w = mask.flatten()
     sums = torch.zeros(n, dtype=values.dtype, device=values.device).index_add(0, idx, values.flatten() * w)
