@@ -344,6 +344,8 @@ def _play(store, eval_id: str, cfg, model_path: Path, tasks, settings: EvalSetti
     engine_kw = engine_options(cfg, model_path, tokenizer)
     if sweep and "max_model_len" in engine_kw:  # the sweep's full-context asks fill the whole window
         engine_kw["max_model_len"] = context_window(model_path, default=engine_kw["max_model_len"])
+        # and the KV cache holds at least one sequence of it (vLLM's minimum)
+        engine_kw["kv_cache_tokens"] = max(engine_kw.get("kv_cache_tokens") or 0, engine_kw["max_model_len"])
     with maybe_runtime(cfg) as runtime:
         engine = _open(cfg, model_path, settings.seed, engine_kw)
         try:

@@ -107,8 +107,13 @@ def export_run(store: Store, run_id: str, path: str | Path, force: bool = False)
         raise WorkbenchError(f"run {run_id} is {run['status']}; stop it (`rlwb runs stop {run_id}`) or let it "
                              "finish before exporting it")
     path = Path(path)
-    if path.exists() and (not force or not path.is_file()):
-        raise WorkbenchError(f"{path} already exists; pick another path or pass --force to replace a file")
+    if path.is_dir():
+        raise WorkbenchError(f"{path} is a directory; name the file to write, such as "
+                             f"{path / (run_id + '.rlwb.jsonl.gz')}")
+    if path.exists() and not path.is_file():
+        raise WorkbenchError(f"{path} is not a regular file; pick another path")
+    if path.exists() and not force:
+        raise WorkbenchError(f"{path} already exists; pick another path or pass --force to replace it")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     counts = {t: 0 for t in RUN_TABLES}
     try:

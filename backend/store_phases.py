@@ -28,10 +28,15 @@ class PhaseVerbs:
     def run_phases(self, run_id: str) -> list[dict]:
         """The phases the run's processes entered, in order (a resumed run's first attempt
         too): dicts of phase, step, started_at and ended_at (the next phase's start, or when
-        the process ended: `set_status` to a finished status marks it; None while it runs).
+        the process ended: `set_status` to a finished status marks it; None while it runs);
+        a "checkpoint" phase also has saved (bool: its checkpoint was recorded; not while it is
+        written, nor when the process died writing it).
         [] for a run recorded before version 15."""
         rows = [dict(r) for r in self.db.query(
             "SELECT phase, at_step AS step, started_at FROM run_phases WHERE run_id = ? ORDER BY rowid", [run_id])]
+        saved = {r["step"] for r in self.db.query("SELECT step FROM checkpoints WHERE run_id = ?", [run_id])}
         for row, after in zip(rows, rows[1:] + [None]):
             row["ended_at"] = after["started_at"] if after else None
+            if row["phase"] == "checkpoint":
+                row["saved"] = row["step"] in saved
         return [r for r in rows if r["phase"] != END_PHASE]

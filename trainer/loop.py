@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainer.config import RunConfig
-from core.errors import ModelNotFound
+from core.errors import ConfigError, ModelNotFound
 from core.paths import run_dir
 from trainer.models import resolve_model
 from trainer.checkpoints import (NEXT_ROLLOUT, TRAINER_STATE, ResumePoint, checkpoint_dir,
@@ -56,7 +56,7 @@ from trainer.learner_group import open_learner
 from trainer.metrics import release_free_memory
 from trainer.pipeline import StepPipeline
 from trainer.placement import maybe_runtime, open_run_engine
-from trainer.rollout.base import KV_FLOOR_TOKENS
+from trainer.rollout.base import KV_FLOOR_TOKENS, kv_memory_problem
 from trainer.window import run_sizes, run_window
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -74,7 +74,9 @@ def check_model_fits(cfg: RunConfig) -> int | None:
     Raises:
         ConfigError: a domain level whose prompt (or episode budget, or retrieval context)
             plus the answer needs more tokens than the model's window; the message names the
-            domain, the level and the token counts.
+            domain, the level and the token counts. Or, for vLLM on the CPU, a
+            ``vllm_memory_fraction`` of RAM too small for one sequence of that window's KV
+            cache (vLLM would refuse to start after the run row exists).
     """
     from transformers import AutoTokenizer  # transformers takes seconds to import
 
@@ -82,7 +84,22 @@ def check_model_fits(cfg: RunConfig) -> int | None:
         model_path = resolve_model(cfg.model)
     except ModelNotFound:
         return None
-    return run_window(cfg, model_path, AutoTokenizer.from_pretrained(model_path))
+    window = run_window(cfg, model_path, AutoTokenizer.from_pretrained(model_path))
+    if cfg.rollout_engine == "vllm" and not _cuda():
+        import psutil  # on first use: only a vLLM run on the CPU sizes its KV cache from RAM
+
+        problem = kv_memory_problem(cfg.vllm_memory_fraction, window, model_path, cfg.dtype,
+                                    psutil.virtual_memory().total)
+        if problem:
+            raise ConfigError(problem)
+    return window
+
+
+def _cuda() -> bool:
+    """Whether the rollout engine would run on a CUDA GPU (its memory share is then the GPU's)."""
+    import torch  # on first use: with the rest of the learner
+
+    return torch.cuda.is_available()
 
 
 def engine_options(cfg: RunConfig, model_path, tokenizer=None) -> dict:

@@ -67,8 +67,9 @@ def parse_time(ts: str | None) -> datetime | None:
 def phase_timeline(phases: list[dict], total_steps: int | None, now: datetime | None = None) -> list[dict]:
     """A run's phases (`Store.run_phases`) for the page, in order: consecutive training
     steps merged into one entry ("steps 1-30"), with the checkpoints saved between them
-    ("steps 1-30 (3 checkpoints)"), each with its label, seconds and whether it is still
-    going (no end yet).
+    ("steps 1-30 (3 checkpoints)"; a checkpoint phase whose ``saved`` is False, one being
+    written or whose process died writing it, adds its time but is not counted), each with
+    its label, seconds and whether it is still going (no end yet).
 
     Returns:
         Dicts of phase, label, seconds (float, wall clock) and live (bool).
@@ -83,7 +84,7 @@ def phase_timeline(phases: list[dict], total_steps: int | None, now: datetime | 
             last.update(seconds=last["seconds"] + seconds, live=end is None)
             if row["phase"] == "step":
                 last["last_step"] = row["step"]
-            else:
+            elif row.get("saved", True):  # not one being written, or whose writer died
                 last["checkpoints"] += 1
             continue
         out.append({"phase": row["phase"], "seconds": seconds, "live": end is None, "first_step": row["step"],

@@ -273,3 +273,36 @@ def test_an_evaluation_whose_prompts_cant_fit_is_refused_before_it_is_recorded(t
             evaluate_model(store, str(tiny_model_dir),
                            EvalSettings(domains=["rotate_matrix"], difficulty=2, tasks_per_domain=2, samples=1, ks=[1]))
         assert store.list_evals() == []
+
+
+def test_the_needle_sweep_sizes_the_kv_cache_to_the_window_it_opens(tiny_model_dir, tmp_path, monkeypatch):
+    """The sweep opens the engine at the model's whole window; its KV cache must hold one
+    sequence of it (vLLM's minimum), not the run's smaller step-sized cache."""
+    import json
+
+    from backend import evaluation
+    from trainer.config import RunConfig
+
+    model = tmp_path / "long-window"
+    shutil.copytree(tiny_model_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["max_position_embeddings"] = 32768  # beyond the run's KV cache (8,192 tokens at least)
+    (model / "config.json").write_text(json.dumps(config))
+    opened = {}
+
+    class Opened(Exception):
+        pass
+
+    def fake_open(cfg, model_path, seed, engine_kw):
+        opened.update(engine_kw)
+        raise Opened
+
+    monkeypatch.setattr(evaluation, "_open", fake_open)
+    cfg = RunConfig(domains=["needle_haystack"], model=str(model), rollout_engine="vllm", prompts_per_step=1,
+                    group_size=2)  # a small step: its KV cache (about 8k tokens) is below the window
+    settings = evaluation.EvalSettings(domains=["needle_haystack"], tasks_per_domain=1, context_sweep=True)
+    with pytest.raises(Opened):
+        evaluation._play(Store(tmp_path / "s.db"), "e1", cfg, model, [("needle_haystack", 1, 7)], settings,
+                         lambda line: None, None)
+    assert opened["max_model_len"] == 32768
+    assert opened["kv_cache_tokens"] >= opened["max_model_len"]

@@ -513,6 +513,24 @@ def test_export_leaves_out_turns_search_and_import_recomputes_it(tmp_path):
         assert store.db.execute("SELECT count(prompt_search) FROM trajectories").fetchone()[0] == 4  # 3 + 1 group
 
 
+def test_export_refuses_a_directory_even_with_force_and_names_a_file_to_write(tmp_path):
+    from backend.store_export import export_run
+    from core.errors import WorkbenchError
+
+    with Store(tmp_path / "a.db") as store:
+        rid = store.create_run("demo", {}, 1)
+        store.update_run(rid, status="completed")
+        (tmp_path / "out").mkdir()
+        for force in (False, True):
+            with pytest.raises(WorkbenchError, match=f"is a directory; name the file to write, such as .*{rid}"):
+                export_run(store, rid, tmp_path / "out", force=force)
+        export_run(store, rid, tmp_path / "run.rlwb.jsonl.gz")
+        with pytest.raises(WorkbenchError, match="already exists; .* pass --force to replace it"):
+            export_run(store, rid, tmp_path / "run.rlwb.jsonl.gz")
+        export_run(store, rid, tmp_path / "run.rlwb.jsonl.gz", force=True)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 # ---- resume: every row of a discarded step goes (schema version 10) -----------------------
 
 def _run_tables(store) -> dict[str, set[str]]:
@@ -621,6 +639,25 @@ def test_a_resumed_runs_phases_keep_its_first_attempt_and_not_its_downtime(store
                                                          ("step", 2), ("engine start", 1)]
     assert phases[3]["ended_at"] == stopped_at <= phases[4]["started_at"]
     assert phases[4]["ended_at"] is None
+
+
+def test_a_checkpoint_phase_counts_only_once_its_checkpoint_is_recorded(store):
+    """A run killed while writing its second checkpoint: the timeline counts the one saved."""
+    from trainer.phases import phase_timeline
+
+    rid = store.create_run("demo", {}, 4)
+    store.set_status(rid, "running")
+    for phase, step in (("step", 1), ("checkpoint", 1), ("step", 2), ("checkpoint", 2)):
+        store.enter_phase(rid, phase, step)
+        if phase == "checkpoint" and step == 1:
+            store.record_checkpoint(rid, 1, "/ckpt/step-1")
+    phases = store.run_phases(rid)
+    assert [p.get("saved") for p in phases] == [None, True, None, False]
+    assert phase_timeline(phases, 4)[0]["label"] == "steps 1-2 (1 checkpoint)"
+    store.set_status(rid, "failed")
+    assert phase_timeline(store.run_phases(rid), 4)[0]["label"] == "steps 1-2 (1 checkpoint)"
+    store.record_checkpoint(rid, 2, "/ckpt/step-2")
+    assert phase_timeline(store.run_phases(rid), 4)[0]["label"] == "steps 1-2 (2 checkpoints)"
 
 
 def test_an_evaluations_step_comes_from_its_phase(store):

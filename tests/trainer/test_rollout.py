@@ -215,6 +215,33 @@ def test_the_kv_cache_is_sized_to_the_work_not_to_the_machine(vllm_engine, tiny_
         open_engine("vllm", tiny_model_dir, max_model_len=256, kv_cache_tokens=100)
     with pytest.raises(EngineError, match="config.json"):
         kv_bytes_per_token(tiny_model_dir / "missing", "float32")
+    with pytest.raises(EngineError, match="set vllm_memory_fraction to at least"):  # before vLLM is asked
+        open_engine("vllm", tiny_model_dir, max_model_len=256, gpu_memory_utilization=1e-6)
+
+
+def test_a_memory_fraction_too_small_for_one_sequence_is_refused_with_the_fraction_that_fits(tiny_model_dir,
+                                                                                            tmp_path):
+    from backend.runs import run_foreground
+    from backend.store import Store
+    from core.errors import ConfigError
+    from trainer.config import parse_config
+    from trainer.rollout.base import kv_bytes_per_token, kv_memory_problem
+
+    per_token = kv_bytes_per_token(tiny_model_dir, "float32")
+    ram = 1 << 30
+    assert kv_memory_problem(0.5, 1000, tiny_model_dir, "float32", ram) is None
+    need = 1024 * per_token  # 1,000 tokens in whole 32-token blocks
+    problem = kv_memory_problem(need / ram / 2, 1000, tiny_model_dir, "float32", ram)
+    least = float(problem.rsplit("at least ", 1)[1])
+    assert need / ram <= least < need / ram + 0.001
+    assert kv_memory_problem(least, 1000, tiny_model_dir, "float32", ram) is None
+    cfg = parse_config({"model": str(tiny_model_dir), "steps": 1, "domains": ["basic_arithmetic"],
+                        "prompts_per_step": 1, "group_size": 2, "vllm_memory_fraction": 1e-6,
+                        "output_dir": str(tmp_path / "out")})
+    with Store(tmp_path / "r.db") as store:
+        with pytest.raises(ConfigError, match="vllm_memory_fraction 1e-06 .* set vllm_memory_fraction to at least"):
+            run_foreground(cfg, store)
+        assert store.list_runs() == []  # refused before any run row was written
 
 
 def test_vllm_engine_can_restart_after_close(vllm_engine, tiny_model_dir, prompts):

@@ -8,14 +8,19 @@ vLLM's CPU build here and the same code on GPUs) and `trainer.rollout.hf_engine.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import torch
 
+from core.errors import EngineError
 from trainer.types import Completion
 
 DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU when not sized by the caller: this many full windows
+KV_BLOCK_TOKENS = 32  # vLLM's KV block on the CPU (`trainer.rollout.vllm_engine.DEFAULT_BLOCK_SIZE`)
 KV_FLOOR_TOKENS = 8192  # a run's KV cache holds at least this many tokens (a small run's eval batches: 32 x 256)
 
 #: ``on_group(i, completions)``: prompt i's n completions are done (see `RolloutEngine.generate`).
@@ -146,3 +151,45 @@ class RolloutEngine(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def kv_bytes_per_token(model_path: str | Path, dtype: str) -> int:
+    """Bytes of KV cache one token takes in `model_path`'s model: keys and values of every
+    layer, num_key_value_heads x head_dim each, in `dtype` (4 or 2 bytes).
+
+    Raises:
+        EngineError: the model's config.json is missing or lacks the layer and head counts.
+    """
+    try:
+        c = json.loads((Path(model_path) / "config.json").read_text())
+        heads = int(c["num_attention_heads"])
+        head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
+        per_token = 2 * int(c["num_hidden_layers"]) * int(c.get("num_key_value_heads") or heads) * head_dim
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise EngineError(f"can't size the KV cache from {model_path}/config.json ({type(e).__name__}: {e}); "
+                          "pass a model directory with a transformers config") from None
+    return per_token * (4 if dtype == "float32" else 2)
+
+
+def kv_memory_problem(fraction: float, window: int, model_path: str | Path, dtype: str, ram_bytes: int) -> str | None:
+    """Why a KV cache capped at `fraction` of `ram_bytes` can't hold one sequence of `window`
+    tokens (vLLM's minimum: it refuses to start), or None. The sequence is counted in whole
+    KV blocks of `KV_BLOCK_TOKENS`.
+
+    Args:
+        fraction: the run's ``vllm_memory_fraction`` (on the CPU: the most of RAM the KV cache may take).
+        window: the engine's ``max_model_len`` (tokens).
+        dtype: the engine's dtype ("float32": 4 bytes a value, else 2).
+        ram_bytes: the machine's RAM (bytes).
+
+    Raises:
+        EngineError: `model_path`'s config.json can't size the cache (`kv_bytes_per_token`).
+    """
+    blocks = -(-window // KV_BLOCK_TOKENS)
+    need = blocks * KV_BLOCK_TOKENS * kv_bytes_per_token(model_path, dtype)
+    if fraction * ram_bytes >= need:
+        return None
+    least = math.ceil(need / ram_bytes * 1000) / 1000
+    return (f"vllm_memory_fraction {fraction:g} leaves the KV cache {fraction * ram_bytes / 2**30:.2f} GiB of this "
+            f"machine's {ram_bytes / 2**30:.1f} GiB RAM, and one sequence of the run's {window}-token window needs "
+            f"{need / 2**30:.2f} GiB: set vllm_memory_fraction to at least {least:g}")

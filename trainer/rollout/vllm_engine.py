@@ -65,7 +65,8 @@ from vllm.sampling_params import RequestOutputKind  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
 
 from core.errors import EngineError  # noqa: E402
-from trainer.rollout.base import DEFAULT_KV_SEQUENCES, GroupCallback, RolloutEngine  # noqa: E402
+from trainer.rollout.base import (DEFAULT_KV_SEQUENCES, KV_BLOCK_TOKENS, GroupCallback, RolloutEngine,  # noqa: E402
+                                  kv_bytes_per_token, kv_memory_problem)
 from trainer.types import Completion  # noqa: E402
 
 _DTYPES = ("float32", "bfloat16")
@@ -84,27 +85,7 @@ class _RotaryReloadFilter(logging.Filter):
 
 logging.getLogger(RELOAD_LOGGER).addFilter(_RotaryReloadFilter())
 # KV cache block (tokens); see `VLLMEngine`'s ``block_size`` and bench/rollout_throughput.py.
-DEFAULT_BLOCK_SIZE = 32
-
-
-def kv_bytes_per_token(model_path: str | Path, dtype: str) -> int:
-    """Bytes of KV cache one token takes in `model_path`'s model: keys and values of every
-    layer, num_key_value_heads x head_dim each, in `dtype` (4 or 2 bytes).
-
-    Raises:
-        EngineError: the model's config.json is missing or lacks the layer and head counts.
-    """
-    import json
-
-    try:
-        c = json.loads((Path(model_path) / "config.json").read_text())
-        heads = int(c["num_attention_heads"])
-        head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
-        per_token = 2 * int(c["num_hidden_layers"]) * int(c.get("num_key_value_heads") or heads) * head_dim
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise EngineError(f"can't size the KV cache from {model_path}/config.json ({type(e).__name__}: {e}); "
-                          "pass a model directory with a transformers config") from None
-    return per_token * (4 if dtype == "float32" else 2)
+DEFAULT_BLOCK_SIZE = KV_BLOCK_TOKENS
 
 
 def _reload_on_worker(worker, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
@@ -273,7 +254,11 @@ class VLLMEngine(RolloutEngine):
             if tokens < max_model_len:
                 raise EngineError(f"kv_cache_tokens ({tokens}) must hold at least one sequence of max_model_len "
                                   f"({max_model_len}) tokens")
-            cap = int(gpu_memory_utilization * psutil.virtual_memory().total)
+            ram = psutil.virtual_memory().total
+            problem = kv_memory_problem(gpu_memory_utilization, max_model_len, model_path, dtype, ram)
+            if problem:
+                raise EngineError(problem)
+            cap = int(gpu_memory_utilization * ram)
             sched["kv_cache_memory_bytes"] = min(cap, tokens * kv_bytes_per_token(model_path, dtype))
         self.model_path = Path(model_path)
         self.max_model_len = self.window = max_model_len
@@ -296,8 +281,8 @@ class VLLMEngine(RolloutEngine):
         except Exception as e:  # vLLM raises many types at start-up
             raise EngineError(
                 f"vLLM could not start on {model_path}: {e}; free memory (another run may hold its "
-                "share), set a lower vllm_memory_fraction (on CPU: the share of RAM for the KV cache), "
-                "or use rollout_engine: hf"
+                "share), set vllm_memory_fraction to fit (lower where other processes hold the memory, "
+                "higher where the KV cache can't hold one sequence of the window), or use rollout_engine: hf"
             ) from e
 
     def generate(
