@@ -88,8 +88,9 @@ def check_model_fits(cfg: RunConfig) -> int | None:
     if cfg.rollout_engine == "vllm" and not _cuda():
         import psutil  # on first use: only a vLLM run on the CPU sizes its KV cache from RAM
 
+        private = cfg.scheduler == "ray" and not cfg.ray_address  # every rollout worker on this machine
         problem = kv_memory_problem(cfg.vllm_memory_fraction, window, model_path, cfg.dtype,
-                                    psutil.virtual_memory().total)
+                                    psutil.virtual_memory().total, engines=cfg.rollout_workers if private else 1)
         if problem:
             raise ConfigError(problem)
     return window

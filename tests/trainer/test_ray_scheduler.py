@@ -171,6 +171,28 @@ def test_split_is_contiguous_and_balanced():
 # ---- rollout workers -----------------------------------------------------------------------
 
 
+def test_private_rollout_workers_share_the_runs_kv_memory(tiny_model_dir):
+    """Each worker gets its slice of a step's sequences; on a private Ray instance (every
+    worker on this machine) also its share of the memory fraction, and a fraction too small
+    for one window in each is refused naming the fraction that fits all of them."""
+    from trainer.ray_scheduler import worker_engine_options
+    from trainer.rollout.base import kv_bytes_per_token, kv_memory_problem
+
+    kw = {"kv_cache_tokens": 10_000, "max_model_len": 3_000, "gpu_memory_utilization": 0.3, "enforce_eager": True}
+    private = worker_engine_options(kw, 4, None)
+    assert private == {**kw, "kv_cache_tokens": 3_000, "gpu_memory_utilization": pytest.approx(0.075)}
+    assert worker_engine_options(kw, 2, None)["kv_cache_tokens"] == 5_000
+    assert worker_engine_options(kw, 4, "auto")["gpu_memory_utilization"] == 0.3  # a cluster's nodes: their own RAM
+    assert kw["kv_cache_tokens"] == 10_000  # the run's options are left as they were
+    ram = 1 << 30
+    need = 1024 * kv_bytes_per_token(tiny_model_dir, "float32")
+    fraction = 2 * need / ram  # room for two engines' windows, not four
+    assert kv_memory_problem(fraction, 1000, tiny_model_dir, "float32", ram, engines=2) is None
+    problem = kv_memory_problem(fraction, 1000, tiny_model_dir, "float32", ram, engines=4)
+    assert "split over 4 rollout workers" in problem
+    assert 4 * need / ram <= float(problem.rsplit("at least ", 1)[1]) < 4 * need / ram + 0.001
+
+
 def test_one_rollout_worker_on_the_rollout_node_matches_a_local_engine(cluster, tiny_model_dir, tokenizer):
     prompts = _prompts(tokenizer)
     with open_engine("hf", tiny_model_dir, seed=3) as local:

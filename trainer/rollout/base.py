@@ -171,25 +171,28 @@ def kv_bytes_per_token(model_path: str | Path, dtype: str) -> int:
     return per_token * (4 if dtype == "float32" else 2)
 
 
-def kv_memory_problem(fraction: float, window: int, model_path: str | Path, dtype: str, ram_bytes: int) -> str | None:
-    """Why a KV cache capped at `fraction` of `ram_bytes` can't hold one sequence of `window`
-    tokens (vLLM's minimum: it refuses to start), or None. The sequence is counted in whole
-    KV blocks of `KV_BLOCK_TOKENS`.
+def kv_memory_problem(fraction: float, window: int, model_path: str | Path, dtype: str, ram_bytes: int,
+                      engines: int = 1) -> str | None:
+    """Why a KV cache capped at `fraction` of `ram_bytes` (split between `engines` engines on
+    the machine) can't hold one sequence of `window` tokens in each (vLLM's minimum: it
+    refuses to start), or None. The sequence is counted in whole KV blocks of `KV_BLOCK_TOKENS`.
 
     Args:
         fraction: the run's ``vllm_memory_fraction`` (on the CPU: the most of RAM the KV cache may take).
         window: the engine's ``max_model_len`` (tokens).
         dtype: the engine's dtype ("float32": 4 bytes a value, else 2).
         ram_bytes: the machine's RAM (bytes).
+        engines: rollout engines sharing the fraction (a private Ray instance's workers).
 
     Raises:
         EngineError: `model_path`'s config.json can't size the cache (`kv_bytes_per_token`).
     """
     blocks = -(-window // KV_BLOCK_TOKENS)
     need = blocks * KV_BLOCK_TOKENS * kv_bytes_per_token(model_path, dtype)
-    if fraction * ram_bytes >= need:
+    if fraction * ram_bytes >= need * engines:
         return None
-    least = math.ceil(need / ram_bytes * 1000) / 1000
+    least = math.ceil(need * engines / ram_bytes * 1000) / 1000
+    each = f" split over {engines} rollout workers on this machine" if engines > 1 else ""
     return (f"vllm_memory_fraction {fraction:g} leaves the KV cache {fraction * ram_bytes / 2**30:.2f} GiB of this "
-            f"machine's {ram_bytes / 2**30:.1f} GiB RAM, and one sequence of the run's {window}-token window needs "
-            f"{need / 2**30:.2f} GiB: set vllm_memory_fraction to at least {least:g}")
+            f"machine's {ram_bytes / 2**30:.1f} GiB RAM{each}, and one sequence of the run's {window}-token window "
+            f"needs {need / 2**30:.2f} GiB in each: set vllm_memory_fraction to at least {least:g}")
