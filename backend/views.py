@@ -41,7 +41,8 @@ METRIC_PANELS: dict[str, tuple[str, ...]] = {
     "Time per phase (s)": ("time/generate", "time/verify", "time/learn", "time/sync"),
     "Peak memory per phase (GiB, process RSS)": ("memory/rollout_peak_gb", "memory/learn_peak_gb",
                                                  "memory/sync_peak_gb", "memory/learner_rank_peak_gb",
-                                                 "memory/learner_ranks_peak_gb"),
+                                                 "memory/learner_ranks_peak_gb", "memory/checkpoint_peak_gb",
+                                                 "memory/eval_peak_gb"),
     "Memory the sleeping rollout engine gave back (GiB)": ("memory/engine_released_gb",),
     "Turns per episode": ("turns/*",),
     "Tool-call validity (valid calls / calls)": ("tools/call_validity/*",),
@@ -59,6 +60,7 @@ METRIC_LABELS = {"reward/mean": "reward", "accuracy/mean": "pass rate", "kl": "K
                  "time/sync": "weight sync", "memory/rollout_peak_gb": "rollout", "memory/learn_peak_gb": "learner update",
                  "memory/sync_peak_gb": "weight sync", "memory/learner_rank_peak_gb": "largest learner rank",
                  "memory/learner_ranks_peak_gb": "learner ranks together",
+                 "memory/checkpoint_peak_gb": "checkpoint", "memory/eval_peak_gb": "held-out evaluation",
                  "memory/engine_released_gb": "given back by the sleeping engine"}
 
 

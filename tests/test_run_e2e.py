@@ -23,11 +23,16 @@ def test_tiny_run_completes_and_records_everything(tiny_run):
     for required in ("reward/mean", "kl", "entropy", "response_length", "rollout_tokens_per_s",
                      "learner_tokens_per_s", "time/sync", "time/verify", "zero_variance_groups"):
         assert required in names, required
-    steps = sorted({m["step"] for m in store.run_metrics(run_id)})
+    steps = sorted({m["step"] for m in store.run_metrics(run_id) if m["name"] == "reward/mean"})
     assert steps == list(range(1, TINY_RUN_STEPS + 1))
-    # peak memory per phase: a real process's RSS (above 100 MiB with torch loaded, below this machine's RAM)
-    peaks = [m["value"] for m in store.run_metrics(run_id) if m["name"].endswith("_peak_gb")]
-    assert len(peaks) == 3 * TINY_RUN_STEPS and all(0.1 < v < 1024 for v in peaks)
+    # peak memory per phase: a real process's RSS (above 100 MiB with torch loaded, below this machine's RAM);
+    # rollout, learner and sync each step, each checkpoint's writing and each held-out evaluation at its step
+    peaks = {(m["step"], m["name"]): m["value"] for m in store.run_metrics(run_id) if m["name"].endswith("_peak_gb")}
+    assert all(0.1 < v < 1024 for v in peaks.values())
+    assert sum(name.startswith("memory/") and step >= 1 for step, name in peaks) >= 3 * TINY_RUN_STEPS
+    assert {s for s, name in peaks if name == "memory/checkpoint_peak_gb"} == {2, TINY_RUN_STEPS}
+    assert {s for s, name in peaks if name == "memory/eval_peak_gb"} == {0, 2, TINY_RUN_STEPS}
+    assert {name for s, name in peaks if s == 0} == {"memory/eval_peak_gb"}  # the baseline evaluation alone
     # the engine slept through each learner step (engine_sleep's default): what the process gave back
     released = {m["step"]: m["value"] for m in store.run_metrics(run_id) if m["name"] == "memory/engine_released_gb"}
     trained = {m["step"] for m in store.run_metrics(run_id) if m["name"] == "learner_sequences" and m["value"] > 0}

@@ -53,7 +53,8 @@ from trainer.checkpoints import (NEXT_ROLLOUT, TRAINER_STATE, ResumePoint, check
 from trainer.curriculum import Curriculum
 from trainer.evaluate import evaluate_samples, record_heldout
 from trainer.learner_group import open_learner
-from trainer.metrics import release_free_memory
+from trainer.metrics import PeakRSS, release_free_memory
+from trainer.phases import evaluation_step
 from trainer.pipeline import StepPipeline
 from trainer.placement import maybe_runtime, open_run_engine
 from trainer.rollout.base import KV_FLOOR_TOKENS, kv_memory_problem
@@ -133,12 +134,17 @@ def run_evaluation(engine, tokenizer, cfg: RunConfig, store, run_id: str, phase:
                    runtime=None) -> str:
     """Greedy held-out evaluation of every domain in the mix, each at the lowest level of its
     range (the same `eval_tasks_per_domain` tasks every time); its completions and per-domain
-    results go to the store under `phase` ("before", "step-N", "after"): `trainer.evaluate.record_heldout`.
+    results go to the store under `phase` ("before", "step-N", "after"): `trainer.evaluate.record_heldout`;
+    its peak RSS (GiB) as the metric ``memory/eval_peak_gb`` at the step it stands at.
     Returns the evaluation's id."""
     levels = {d: lo for d, (_, lo, _) in cfg.domain_specs().items()}
+    rss = PeakRSS()
+    rss.reset()
     samples = evaluate_samples(engine, tokenizer, cfg.domain_list, cfg.eval_tasks_per_domain, levels,
                                cfg.eval_max_new_tokens, runtime=runtime, cfg=cfg)
-    return record_heldout(store, run_id, phase, model, cfg, levels, samples)
+    eval_id = record_heldout(store, run_id, phase, model, cfg, levels, samples)
+    store.record_metrics(run_id, evaluation_step(phase, cfg.steps), {"memory/eval_peak_gb": rss.read_gb()})
+    return eval_id
 
 
 def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = None,
@@ -215,13 +221,17 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                 # the engine is idle (a prefetched rollout has finished): it sleeps while the merged weights
                 # are written (awake, the quickstart's checkpoint was its process's peak: 3.48 GiB, any step 3.07)
                 slept = cfg.engine_sleep and engine.sleep()
+                rss = PeakRSS()
+                rss.reset()
                 try:
                     path = learner.save_checkpoint(ckpt_root / f"step-{step}", tokenizer,
                                                    extra={TRAINER_STATE: state}, blobs=blobs)
+                    peak = rss.read_gb()
                 finally:
                     if slept:
                         engine.update_weights(learner.named_weights())
                 store.record_checkpoint(run_id, step, str(path))
+                store.record_metrics(run_id, step, {"memory/checkpoint_peak_gb": peak})
                 drop_old_optimizer_states(ckpt_root, keep=path)
                 return path
 
