@@ -34,9 +34,14 @@ class PhaseVerbs:
         [] for a run recorded before version 15."""
         rows = [dict(r) for r in self.db.query(
             "SELECT phase, at_step AS step, started_at FROM run_phases WHERE run_id = ? ORDER BY rowid", [run_id])]
-        saved = {r["step"] for r in self.db.query("SELECT step FROM checkpoints WHERE run_id = ?", [run_id])}
+        # a checkpoint is saved by the attempt that recorded it: its row (a repeat replaces it) dates from
+        # within that phase, not from a resumed attempt's save of the same step
+        saved = {r["step"]: r["created_at"] for r in self.db.query(
+            "SELECT step, created_at FROM checkpoints WHERE run_id = ?", [run_id])}
         for row, after in zip(rows, rows[1:] + [None]):
             row["ended_at"] = after["started_at"] if after else None
             if row["phase"] == "checkpoint":
-                row["saved"] = row["step"] in saved
+                at = saved.get(row["step"])
+                row["saved"] = at is not None and row["started_at"] <= at and (row["ended_at"] is None
+                                                                                 or at <= row["ended_at"])
         return [r for r in rows if r["phase"] != END_PHASE]

@@ -86,7 +86,8 @@ def check_model_fits(cfg: RunConfig) -> int | None:
     except ModelNotFound:
         return None
     window = run_window(cfg, model_path, AutoTokenizer.from_pretrained(model_path))
-    if cfg.rollout_engine == "vllm" and not _cuda():
+    # the engines run here (not on a Ray cluster's nodes, which check their own RAM) and on the CPU
+    if cfg.rollout_engine == "vllm" and not (cfg.scheduler == "ray" and cfg.ray_address) and not _cuda():
         import psutil  # on first use: only a vLLM run on the CPU sizes its KV cache from RAM
 
         private = cfg.scheduler == "ray" and not cfg.ray_address  # every rollout worker on this machine
@@ -231,7 +232,8 @@ def train(cfg: RunConfig, store, run_id: str, on_step: StepCallback | None = Non
                     if slept:
                         engine.update_weights(learner.named_weights())
                 store.record_checkpoint(run_id, step, str(path))
-                store.record_metrics(run_id, step, {"memory/checkpoint_peak_gb": peak})
+                if cfg.learner_processes == 1:  # else the learner's rank processes write it, not this one
+                    store.record_metrics(run_id, step, {"memory/checkpoint_peak_gb": peak})
                 drop_old_optimizer_states(ckpt_root, keep=path)
                 return path
 

@@ -265,8 +265,10 @@ def worker_engine_options(kw: dict, workers: int, address: str | None) -> dict:
     """One rollout worker's engine options out of the run's (`trainer.loop.engine_options`):
     its KV cache sized to its share of a step's sequences (`split` gives each worker a
     contiguous slice of the prompts), one full window at least; and, on a private Ray
-    instance (no `address`: every worker on this machine), its share of
-    ``gpu_memory_utilization``, so the workers together keep to the run's memory fraction.
+    instance on a machine without a GPU (no `address`: every worker's KV cache in this
+    machine's RAM), its share of ``gpu_memory_utilization``, so the workers together keep to
+    the run's memory fraction. With a GPU each worker has its own (`_options`) and keeps the
+    whole fraction of it.
 
     Args:
         kw: `open_engine` options; ``kv_cache_tokens`` and ``max_model_len`` in tokens.
@@ -275,8 +277,10 @@ def worker_engine_options(kw: dict, workers: int, address: str | None) -> dict:
     """
     out = dict(kw)
     if out.get("kv_cache_tokens"):
-        out["kv_cache_tokens"] = max(-(-out["kv_cache_tokens"] // workers), out.get("max_model_len") or 0)
-    if address is None and out.get("gpu_memory_utilization"):
+        # the largest slice of a step's prompts (`split`): ceil(P / W) of P, at most twice the even share
+        share = -(-out["kv_cache_tokens"] // workers)
+        out["kv_cache_tokens"] = max(min(2 * share, out["kv_cache_tokens"]), out.get("max_model_len") or 0)
+    if address is None and out.get("gpu_memory_utilization") and not torch.cuda.is_available():
         out["gpu_memory_utilization"] = out["gpu_memory_utilization"] / workers
     return out
 

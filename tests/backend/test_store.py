@@ -656,8 +656,15 @@ def test_a_checkpoint_phase_counts_only_once_its_checkpoint_is_recorded(store):
     assert phase_timeline(phases, 4)[0]["label"] == "steps 1-2 (1 checkpoint)"
     store.set_status(rid, "failed")
     assert phase_timeline(store.run_phases(rid), 4)[0]["label"] == "steps 1-2 (1 checkpoint)"
+    # resumed from step 1, the second attempt saves step 2's checkpoint: its own, not the first attempt's
+    store.truncate_after(rid, 1)
+    store.set_status(rid, "running")
+    for phase, step in (("engine start", 1), ("step", 2), ("checkpoint", 2)):
+        store.enter_phase(rid, phase, step)
     store.record_checkpoint(rid, 2, "/ckpt/step-2")
-    assert phase_timeline(store.run_phases(rid), 4)[0]["label"] == "steps 1-2 (2 checkpoints)"
+    store.enter_phase(rid, "step", 3)
+    labels = [e["label"] for e in phase_timeline(store.run_phases(rid), 4)]
+    assert labels == ["steps 1-2 (1 checkpoint)", "starting the rollout engine", "steps 2-3 (1 checkpoint)"]
 
 
 def test_an_evaluations_step_comes_from_its_phase(store):

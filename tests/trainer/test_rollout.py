@@ -235,6 +235,15 @@ def test_a_memory_fraction_too_small_for_one_sequence_is_refused_with_the_fracti
     least = float(problem.rsplit("at least ", 1)[1])
     assert need / ram <= least < need / ram + 0.001
     assert kv_memory_problem(least, 1000, tiny_model_dir, "float32", ram) is None
+    # a window whose cache can't fit at the largest fraction the config allows: no fraction is named
+    from trainer.config import RunConfig
+    from trainer.rollout.base import MAX_MEMORY_FRACTION
+
+    bound = next(m.le for m in RunConfig.model_fields["vllm_memory_fraction"].metadata if hasattr(m, "le"))
+    assert MAX_MEMORY_FRACTION == bound
+    tiny_ram = need  # one window's cache is the whole RAM
+    problem = kv_memory_problem(0.9, 1000, tiny_model_dir, "float32", tiny_ram)
+    assert "can't fit this machine's RAM" in problem and "at least" not in problem
     cfg = parse_config({"model": str(tiny_model_dir), "steps": 1, "domains": ["basic_arithmetic"],
                         "prompts_per_step": 1, "group_size": 2, "vllm_memory_fraction": 1e-6,
                         "output_dir": str(tmp_path / "out")})
@@ -242,6 +251,11 @@ def test_a_memory_fraction_too_small_for_one_sequence_is_refused_with_the_fracti
         with pytest.raises(ConfigError, match="vllm_memory_fraction 1e-06 .* set vllm_memory_fraction to at least"):
             run_foreground(cfg, store)
         assert store.list_runs() == []  # refused before any run row was written
+    # engines on a Ray cluster's nodes: their RAM, not this machine's (each engine checks its own)
+    from trainer.loop import check_model_fits
+
+    remote = cfg.model_copy(update={"scheduler": "ray", "ray_address": "auto"})
+    assert check_model_fits(remote) >= 1
 
 
 def test_vllm_engine_can_restart_after_close(vllm_engine, tiny_model_dir, prompts):

@@ -21,6 +21,7 @@ from trainer.types import Completion
 
 DEFAULT_KV_SEQUENCES = 32  # KV cache room on CPU when not sized by the caller: this many full windows
 KV_BLOCK_TOKENS = 32  # vLLM's KV block on the CPU (`trainer.rollout.vllm_engine.DEFAULT_BLOCK_SIZE`)
+MAX_MEMORY_FRACTION = 0.95  # `trainer.config.RunConfig.vllm_memory_fraction`'s bound
 KV_FLOOR_TOKENS = 8192  # a run's KV cache holds at least this many tokens (a small run's eval batches: 32 x 256)
 
 #: ``on_group(i, completions)``: prompt i's n completions are done (see `RolloutEngine.generate`).
@@ -193,6 +194,10 @@ def kv_memory_problem(fraction: float, window: int, model_path: str | Path, dtyp
         return None
     least = math.ceil(need * engines / ram_bytes * 1000) / 1000
     each = f" split over {engines} rollout workers on this machine" if engines > 1 else ""
+    fix = (f"set vllm_memory_fraction to at least {least:g}" if least <= MAX_MEMORY_FRACTION else
+           "it can't fit this machine's RAM (vllm_memory_fraction is at most "
+           f"{MAX_MEMORY_FRACTION:g}): shorten the window (max_new_tokens, the mix's longest prompts)"
+           + (", use fewer rollout_workers" if engines > 1 else "") + ", or use rollout_engine: hf")
     return (f"vllm_memory_fraction {fraction:g} leaves the KV cache {fraction * ram_bytes / 2**30:.2f} GiB of this "
             f"machine's {ram_bytes / 2**30:.1f} GiB RAM{each}, and one sequence of the run's {window}-token window "
-            f"needs {need / 2**30:.2f} GiB in each: set vllm_memory_fraction to at least {least:g}")
+            f"needs {need / 2**30:.2f} GiB in each: {fix}")
