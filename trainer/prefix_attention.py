@@ -173,7 +173,7 @@ def sliding_window(config) -> int | None:
     The shared-prefix layout hands the model a ready (R, C, C) block mask, which transformers
     passes through unchanged: a window would not be applied to it, so `trainer.learner` packs
     such a model's sequences instead (Mistral, Gemma 2/3, Qwen with ``use_sliding_window``)."""
-    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    config = config.get_text_config()  # a multimodal model's language part; a text model's config itself
     window = getattr(config, "sliding_window", None)
     kinds = getattr(config, "layer_types", None)
     if not isinstance(window, int) or window <= 0 or (kinds and not any("sliding" in str(k) for k in kinds)):

@@ -169,8 +169,8 @@ class ReasoningGymDomain(TextDomain):
 
     def _setup(self, difficulty: int) -> Setup:
         """What a worker does once per level before it generates or scores: build the
-        dataset (GENERATION_TIMEOUT_S), a pooled one with its split (plus POOL_SPLIT_TIMEOUT_S)."""
-        seconds = GENERATION_TIMEOUT_S + (POOL_SPLIT_TIMEOUT_S if self.pooled and not self.generate else 0.0)
+        dataset (BUILD_TIMEOUT_S), a pooled one with its split (plus POOL_SPLIT_TIMEOUT_S)."""
+        seconds = BUILD_TIMEOUT_S + (POOL_SPLIT_TIMEOUT_S if self.pooled and not self.generate else 0.0)
         return Setup((self.name, difficulty), functools.partial(self._build, difficulty), seconds,
                      f"building the {self.name} level {difficulty} generator")
 
@@ -262,6 +262,9 @@ class ReasoningGymDomain(TextDomain):
 
 
 GENERATION_TIMEOUT_S = 10.0  # a task taking longer than this to generate is abandoned
+# building a level's dataset, once per level and worker: analogical_case_matching's took 4.3 s here
+# alone and over 10 s under the test suite's load (a CI rehearsal, 2026-12-07); a hung build still ends
+BUILD_TIMEOUT_S = 60.0
 SCORE_TIMEOUT_S = 5.0  # a verifier taking longer than this scores 0
 # Upstream generators and verifiers run in these workers (a time limit that holds on any
 # thread; see `domains.upstream`); each worker keeps its own `_DATASETS`.
