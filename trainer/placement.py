@@ -17,10 +17,37 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import torch
+
 from sandboxes.pool import Scheduler
 from trainer.episodes import SandboxRuntime, sandbox_spec
 from trainer.ray_scheduler import RayRolloutEngine, RaySandboxPool
 from trainer.rollout import RolloutEngine, open_engine
+
+
+def worker_engine_options(kw: dict, workers: int, address: str | None) -> dict:
+    """One rollout worker's engine options out of the run's (`trainer.loop.engine_options`):
+    its KV cache sized to its share of a step's sequences (`trainer.ray_scheduler.split` gives each worker a
+    contiguous slice of the prompts), one full window at least; and, on a private Ray
+    instance on a machine without a GPU (no `address`: every worker's KV cache in this
+    machine's RAM), its share of ``gpu_memory_utilization``, so the workers together keep to
+    the run's memory fraction. With a GPU each worker has its own (`trainer.ray_scheduler._options`) and keeps the
+    whole fraction of it.
+
+    Args:
+        kw: `open_engine` options; ``kv_cache_tokens`` and ``max_model_len`` in tokens.
+        workers: rollout workers, >= 1.
+        address: the Ray cluster, or None for a private instance on this machine.
+    """
+    out = dict(kw)
+    if out.get("kv_cache_tokens"):
+        # the largest slice of a step's prompts (`trainer.ray_scheduler.split`): ceil(P / W) of P, at most
+        # twice the even share
+        share = -(-out["kv_cache_tokens"] // workers)
+        out["kv_cache_tokens"] = max(min(2 * share, out["kv_cache_tokens"]), out.get("max_model_len") or 0)
+    if address is None and out.get("gpu_memory_utilization") and not torch.cuda.is_available():
+        out["gpu_memory_utilization"] = out["gpu_memory_utilization"] / workers
+    return out
 
 
 def open_run_engine(cfg, model_path: str | Path, **kw) -> RolloutEngine:
@@ -38,7 +65,8 @@ def open_run_engine(cfg, model_path: str | Path, **kw) -> RolloutEngine:
     """
     if cfg.scheduler == "ray":
         return RayRolloutEngine.open(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype,
-                                     workers=cfg.rollout_workers, address=cfg.ray_address, **kw)
+                                     workers=cfg.rollout_workers, address=cfg.ray_address,
+                                     **worker_engine_options(kw, cfg.rollout_workers, cfg.ray_address))
     return open_engine(cfg.rollout_engine, model_path, seed=cfg.seed, dtype=cfg.dtype, **kw)
 
 

@@ -175,7 +175,7 @@ def test_private_rollout_workers_share_the_runs_kv_memory(tiny_model_dir):
     """Each worker gets its slice of a step's sequences; on a private Ray instance (every
     worker on this machine) also its share of the memory fraction, and a fraction too small
     for one window in each is refused naming the fraction that fits all of them."""
-    from trainer.ray_scheduler import worker_engine_options
+    from trainer.placement import worker_engine_options
     from trainer.rollout.base import kv_bytes_per_token, kv_memory_problem
 
     kw = {"kv_cache_tokens": 10_000, "max_model_len": 3_000, "gpu_memory_utilization": 0.3, "enforce_eager": True}
