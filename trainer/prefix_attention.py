@@ -18,9 +18,11 @@ keys), forward and backward: the Prefix Grouper computation (Liu et al., 2025, "
 Efficient GRPO Training through Shared-Prefix Forward", arXiv:2506.05433), in transformers'
 attention interface. It is registered under `ATTENTION` and takes the layout from the
 ``prefix_layout`` keyword that `trainer.logprobs.packed_token_logprobs` passes through the
-model's forward; without one (or on a model with dropout in training, a sliding window, a
-softcap or attention sinks) it is transformers' own SDPA with the mask it was given. The
-learner gives a sliding-window model no layout: it packs its sequences (`sliding_window`).
+model's forward; without one (or on a model with dropout in training, a softcap or attention
+sinks, or a sliding window shorter than the layout's longest sequence) it is transformers' own
+SDPA with the mask it was given. A window at least as long as every sequence of the
+micro-batch never binds, so the block mask is exact there; the learner packs a step whose
+longest sequence is longer than the model's window instead (`sliding_window`).
 """
 
 from __future__ import annotations
@@ -60,11 +62,14 @@ class PrefixLayout:
         rows: per row, its segments in column order.
         ends: per row, the column after its last segment (the tail starts there).
         width: C, the row length (tokens).
+        longest: the longest sequence laid out, prefix and completion (tokens): a sliding
+            window at least this long attends to every token it would without one.
     """
 
     rows: list[list[_Segment]]
     ends: list[int]
     width: int
+    longest: int = 0
 
     @classmethod
     @functools.lru_cache(maxsize=4)
@@ -81,11 +86,12 @@ class PrefixLayout:
         Raises:
             ValueError: if a segment runs past `width`.
         """
-        rows, ends = [], []
+        rows, ends, longest = [], [], 0
         for row in segments:
             out, end = [], 0
             for offset, prefix, lengths in row:
                 n = sum(lengths)
+                longest = max(longest, prefix + max(lengths, default=0))
                 end = offset + prefix + n
                 if end > width:
                     raise ValueError(f"segment at column {offset} ends at {end}, past the row's {width} columns")
@@ -101,7 +107,7 @@ class PrefixLayout:
                 out.append(_Segment(offset, prefix, n, mask))
             rows.append(out)
             ends.append(end)
-        return cls(rows, ends, width)
+        return cls(rows, ends, width, longest)
 
 
 def _row(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, segments: list[_Segment], end: int,
@@ -142,7 +148,8 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
         dropout: attention dropout probability.
         scaling: the softmax scale (1 / sqrt(D) when None).
         kwargs: ``prefix_layout`` (a `PrefixLayout` of the R rows), and what the model passes
-            its attention function.
+            its attention function (a ``sliding_window`` shorter than the layout's longest
+            sequence: SDPA under the given mask).
 
     Returns:
         ((R, C, H, D) attention output, None): no attention weights.
@@ -150,7 +157,8 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
     layout = kwargs.pop("prefix_layout", None)
-    plain = (layout is None or (dropout and module.training) or kwargs.get("sliding_window") is not None
+    window = kwargs.get("sliding_window")
+    plain = (layout is None or (dropout and module.training) or (window is not None and window < layout.longest)
              or kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None)
     if plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
@@ -171,8 +179,10 @@ def sliding_window(config) -> int | None:
     ``max_position_embeddings``, so it never binds).
 
     The shared-prefix layout hands the model a ready (R, C, C) block mask, which transformers
-    passes through unchanged: a window would not be applied to it, so `trainer.learner` packs
-    such a model's sequences instead (Mistral, Gemma 2/3, Qwen with ``use_sliding_window``)."""
+    passes through unchanged: a window would not be applied to it. That is exact while every
+    sequence is at most the window long (HF masks keep keys less than the window behind the
+    query), so `trainer.learner` lays such a model's step out shared-prefix then, and packs a
+    step with a longer sequence (Mistral, Gemma 2/3, Qwen with ``use_sliding_window``)."""
     config = config.get_text_config()  # a multimodal model's language part; a text model's config itself
     window = getattr(config, "sliding_window", None)
     kinds = getattr(config, "layer_types", None)

@@ -318,26 +318,50 @@ def test_sliding_window_reads_the_window_a_layer_keeps_to():
     assert sliding_window(LlamaConfig()) is None
 
 
-def test_a_sliding_window_model_packs_its_sequences_and_says_so(tmp_path, capsys):
-    """The shared-prefix block mask reaches the model whole, and transformers applies no window
-    to a ready mask: such a model trains packed, with the padded path's step."""
+def _mistral(path, window: int):
     from transformers import MistralConfig, MistralForCausalLM
-
-    from trainer.learner import DeepSpeedLearner
 
     torch.manual_seed(0)
     MistralForCausalLM(MistralConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8,
-                                     max_position_embeddings=256, initializer_range=0.1)).save_pretrained(tmp_path)
+                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=window,
+                                     max_position_embeddings=256, initializer_range=0.1,
+                                     attn_implementation="sdpa")).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("window", [25, 23])
+def test_a_sliding_window_model_steps_shared_while_its_window_never_binds(tmp_path, capsys, window):
+    """transformers applies no window to the ready block mask: exact while every sequence fits
+    the window (the longest here is 25 tokens), so such a step is laid out shared-prefix; a step
+    with a longer sequence is packed, with a notice. Either way it steps as padded does."""
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import DeepSpeedLearner
+    from trainer.logprobs import token_logprobs
+
+    path = _mistral(tmp_path / f"w{window}", window)
     batch = _batch()
-    assert int(batch.attention_mask.sum(dim=1).max()) > 8  # sequences longer than the window
+    assert int(batch.attention_mask.sum(dim=1).max()) == 25
+    # the boundary is real: under a 23-token window the block mask scores differently from padded (the last
+    # scored token comes from position 23, which then no longer sees position 0)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    with torch.no_grad():
+        padded_lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    batch.old_logprobs = torch.arange(batch.old_logprobs.numel(), dtype=torch.float32).reshape(batch.old_logprobs.shape)
+    gap = (_shared_logprobs(model, batch, 3) - padded_lp * batch.completion_mask).abs().max().item()
+    assert (gap < 1e-4) if window == 25 else (gap > 1e-3), gap
     cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
-                    learning_rate=1e-3, model=str(tmp_path))
-    windowed, padded = DeepSpeedLearner(tmp_path, cfg), DeepSpeedLearner(tmp_path, cfg, batching="padded")
+                    learning_rate=1e-3, model=str(path))
+    windowed, padded = DeepSpeedLearner(path, cfg), DeepSpeedLearner(path, cfg, batching="padded")
     try:
-        assert windowed.batching == "packed"
-        assert "sliding window of 8 tokens" in capsys.readouterr().err
+        assert windowed.batching == "shared_prefix" and windowed.window == window
         a, b = windowed.step(_batch()), padded.step(_batch())
+        err = capsys.readouterr().err
+        if window == 25:
+            assert a["learner_computed_tokens"] < a["learner_tokens"] and "sliding window" not in err
+        else:
+            assert a["learner_computed_tokens"] == a["learner_tokens"]
+            assert "sequence of 25 tokens is longer than this model's sliding window of 23" in err
         for key in ("loss", "pg_loss", "grad_norm"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     finally:
