@@ -280,6 +280,7 @@ class DeepSpeedLearner:
         # a rank with fewer runs passes weighted zero. DeepSpeed averages the ranks' gradients, and the loss is
         # already normalised over the whole step's tokens, so each rank's loss is scaled by the world size.
         count = int(self._all_reduce([len(micros)], "max")[0])
+        own_norm = None
         for i in range(count):
             # the optimizer steps after the last micro-batch, not after a fixed count of them
             self.engine.set_gradient_accumulation_boundary(i == count - 1)
@@ -299,6 +300,10 @@ class DeepSpeedLearner:
                 filler, filler_pass = (micros[0], pass_one) if micros else self._filler(full)
                 loss = filler_pass(filler, total_tokens, total_sequences)[0].loss * 0.0
             self.engine.backward(loss * self.world if self.world > 1 else loss, scale_wrt_gas=False)
+            if i == count - 1 and self.cfg.zero_stage == 0:
+                # without ZeRO DeepSpeed clips the (already all-reduced) gradients but keeps no norm: measured here
+                grads = [p.grad for p in self.engine.module.parameters() if p.grad is not None]
+                own_norm = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
             self.engine.step()
         memory = {}
         if self.world > 1:  # the step's sums over every rank's sequences
@@ -311,6 +316,8 @@ class DeepSpeedLearner:
         self.steps_done += 1
         seconds = time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
+        if grad_norm is None and self.cfg.zero_stage == 0:
+            grad_norm = own_norm
         batch = full
         return {
             "loss": sums["loss"],

@@ -130,3 +130,21 @@ def test_a_closed_learner_gives_its_model_and_optimizer_back(tiny_model_dir, zer
     del learner
     gc.collect()
     assert [ref() is None for ref in held] == [True, True, True]
+
+
+def test_without_zero_the_step_reports_the_gradient_norm_zero_2_reports(tiny_model_dir):
+    """DeepSpeed keeps no gradient norm without ZeRO (a long_context run's grad_norm was NaN):
+    the learner measures it before the step, the same pre-clipping norm ZeRO-2 reports."""
+    from trainer.learner import DeepSpeedLearner
+
+    out = []
+    for stage in (0, 2):
+        learner = DeepSpeedLearner(tiny_model_dir, RunConfig(
+            domains=["basic_arithmetic"], prompts_per_step=2, group_size=2, micro_batch_size=1,
+            learning_rate=1e-3, kl_coef=0.0, max_grad_norm=1e-3, zero_stage=stage, model=str(tiny_model_dir)))
+        try:
+            out.append([learner.step(_batch(4))["grad_norm"] for _ in range(2)])
+        finally:
+            learner.close()
+    assert all(n > 1e-3 for n in out[0])  # the norm before clipping, not after it
+    assert out[0] == pytest.approx(out[1], rel=1e-4)
