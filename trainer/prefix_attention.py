@@ -22,7 +22,7 @@ model's forward; without one (or on a model with dropout in training, a softcap 
 sinks, or a sliding window shorter than the layout's longest sequence) it is transformers' own
 SDPA with the mask it was given. A window at least as long as every sequence of the
 micro-batch never binds, so the block mask is exact there; the learner packs a step whose
-longest sequence is longer than the model's window instead (`sliding_window`).
+longest sequence is longer than the model's window instead (`attention_window`).
 """
 
 from __future__ import annotations
@@ -173,23 +173,39 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
     return out.transpose(1, 2).contiguous(), None
 
 
-def sliding_window(config) -> int | None:
-    """The attention window (tokens) some layer of the model with HF config `config` keeps to,
-    or None when every layer attends to all earlier tokens (or the window is at least
-    ``max_position_embeddings``, so it never binds).
+# layer kinds (HF ``layer_types``; GPT-Neo's ``attention_layers``) that attend to every earlier token
+FULL_KINDS = ("full_attention", "global")
+# kinds that attend to at most the last N tokens, and the config field holding N: a sequence of at most N
+# tokens is attended whole (a sliding window keeps keys less than N behind the query; a chunk starts at 0)
+WINDOW_FIELDS = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+
+
+def attention_window(config) -> int | None:
+    """The shortest attention span (tokens) some layer of the model with HF config `config`
+    keeps to: a sliding window (Mistral, Phi-3, Gemma 2/3, Qwen with ``use_sliding_window``) or
+    an attention chunk (Llama 4). None when every layer attends to all earlier tokens, or the
+    span is at least ``max_position_embeddings`` and never binds; 0 when some layer is of a
+    kind whose span is not known here (GPT-Neo's local layers mask by column, recurrent and
+    sparse layers ignore the mask), so no sequence is known to be attended whole.
 
     The shared-prefix layout hands the model a ready (R, C, C) block mask, which transformers
-    passes through unchanged: a window would not be applied to it. That is exact while every
-    sequence is at most the window long (HF masks keep keys less than the window behind the
-    query), so `trainer.learner` lays such a model's step out shared-prefix then, and packs a
-    step with a longer sequence (Mistral, Gemma 2/3, Qwen with ``use_sliding_window``)."""
+    passes through unchanged: no window or chunk is applied to it. That is exact while every
+    sequence is at most the span long, so `trainer.learner` lays such a model's step out
+    shared-prefix then, and packs a step with a longer sequence (every step where this is 0)."""
     config = config.get_text_config()  # a multimodal model's language part; a text model's config itself
-    window = getattr(config, "sliding_window", None)
-    kinds = getattr(config, "layer_types", None)
-    if not isinstance(window, int) or window <= 0 or (kinds and not any("sliding" in str(k) for k in kinds)):
-        return None
+    kinds = getattr(config, "layer_types", None) or getattr(config, "attention_layers", None)
+    if not kinds:  # no per-layer kinds: a sliding_window field applies to every layer
+        window = getattr(config, "sliding_window", None)
+        kinds = ["sliding_attention"] if isinstance(window, int) and window > 0 else []
+    spans = []
+    for kind in {str(k) for k in kinds} - set(FULL_KINDS):
+        span = getattr(config, WINDOW_FIELDS[kind], None) if kind in WINDOW_FIELDS else None
+        if not isinstance(span, int) or span <= 0:
+            return 0
+        spans.append(span)
     longest = getattr(config, "max_position_embeddings", None)
-    return None if isinstance(longest, int) and window >= longest else window
+    binding = [s for s in spans if not (isinstance(longest, int) and s >= longest)]
+    return min(binding) if binding else None
 
 
 def enable(model: torch.nn.Module) -> bool:

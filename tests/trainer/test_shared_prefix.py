@@ -304,18 +304,25 @@ def test_a_rows_tail_keeps_positions_a_model_with_learned_positions_has():
     assert (_shared_logprobs(model, batch, 4) - padded * batch.completion_mask).abs().max().item() < 1e-4
 
 
-def test_sliding_window_reads_the_window_a_layer_keeps_to():
-    from transformers import Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
+def test_attention_window_reads_the_span_a_layer_keeps_to():
+    from transformers import (GPTNeoConfig, Gemma3TextConfig, LlamaConfig, Llama4TextConfig, MistralConfig,
+                              Phi3Config, Qwen2Config)
 
-    from trainer.prefix_attention import sliding_window
+    from trainer.prefix_attention import attention_window
 
-    assert sliding_window(MistralConfig(sliding_window=8, max_position_embeddings=256)) == 8
-    assert sliding_window(MistralConfig(sliding_window=None)) is None
-    assert sliding_window(MistralConfig(sliding_window=4096, max_position_embeddings=4096)) is None  # never binds
-    assert sliding_window(Qwen2Config()) is None  # use_sliding_window: false
-    assert sliding_window(Qwen2Config(use_sliding_window=True, max_window_layers=1, num_hidden_layers=3)) == 4096
-    assert sliding_window(Gemma3TextConfig(sliding_window=512)) == 512
-    assert sliding_window(LlamaConfig()) is None
+    assert attention_window(MistralConfig(sliding_window=8, max_position_embeddings=256)) == 8
+    assert attention_window(MistralConfig(sliding_window=None)) is None
+    assert attention_window(MistralConfig(sliding_window=4096, max_position_embeddings=4096)) is None  # never binds
+    assert attention_window(Phi3Config(sliding_window=2047)) == 2047
+    assert attention_window(Qwen2Config()) is None  # use_sliding_window: false
+    assert attention_window(Qwen2Config(use_sliding_window=True, max_window_layers=1, num_hidden_layers=3)) == 4096
+    assert attention_window(Gemma3TextConfig(sliding_window=512)) == 512
+    assert attention_window(Llama4TextConfig(attention_chunk_size=8192, num_hidden_layers=4)) == 8192
+    assert attention_window(LlamaConfig()) is None
+    # GPT-Neo's local layers mask by column, not by position: no sequence is known to be attended whole
+    assert attention_window(GPTNeoConfig(num_layers=2, attention_types=[[["global", "local"], 1]])) == 0
+    assert attention_window(GPTNeoConfig(num_layers=2, attention_types=[[["global"], 2]])) is None
+    assert attention_window(Qwen2Config(num_hidden_layers=2, layer_types=["full_attention", "linear_attention"])) == 0
 
 
 def _mistral(path, window: int):
@@ -329,21 +336,36 @@ def _mistral(path, window: int):
     return path
 
 
+def _llama4(path, chunk: int):
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+
+    torch.manual_seed(0)
+    Llama4ForCausalLM(Llama4TextConfig(vocab_size=1000, hidden_size=64, intermediate_size=128,
+                                       intermediate_size_mlp=128, num_hidden_layers=2, num_attention_heads=4,
+                                       num_key_value_heads=2, head_dim=16,
+                                       num_local_experts=2, moe_layers=[], interleave_moe_layer_step=0,
+                                       attention_chunk_size=chunk, max_position_embeddings=256, initializer_range=0.1,
+                                       attn_implementation="sdpa")).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("build", [_mistral, _llama4], ids=["sliding", "chunked"])
 @pytest.mark.parametrize("window", [25, 23])
-def test_a_sliding_window_model_steps_shared_while_its_window_never_binds(tmp_path, capsys, window):
-    """transformers applies no window to the ready block mask: exact while every sequence fits
-    the window (the longest here is 25 tokens), so such a step is laid out shared-prefix; a step
-    with a longer sequence is packed, with a notice. Either way it steps as padded does."""
+def test_a_windowed_model_steps_shared_while_its_window_never_binds(tmp_path, capsys, window, build):
+    """transformers applies no sliding window or attention chunk to the ready block mask: exact
+    while every sequence fits the window (the longest here is 25 tokens), so such a step is laid
+    out shared-prefix; a step with a longer sequence is packed, with a notice. Either way it
+    steps as padded does."""
     from transformers import AutoModelForCausalLM
 
     from trainer.learner import DeepSpeedLearner
     from trainer.logprobs import token_logprobs
 
-    path = _mistral(tmp_path / f"w{window}", window)
+    path = build(tmp_path / f"w{window}", window)
     batch = _batch()
     assert int(batch.attention_mask.sum(dim=1).max()) == 25
-    # the boundary is real: under a 23-token window the block mask scores differently from padded (the last
-    # scored token comes from position 23, which then no longer sees position 0)
+    # the boundary is real: under a 23-token window or chunk the block mask scores differently from padded
+    # (the last scored token comes from position 23, which then no longer sees all of 0 .. 23)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     with torch.no_grad():
         padded_lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
@@ -358,12 +380,37 @@ def test_a_sliding_window_model_steps_shared_while_its_window_never_binds(tmp_pa
         a, b = windowed.step(_batch()), padded.step(_batch())
         err = capsys.readouterr().err
         if window == 25:
-            assert a["learner_computed_tokens"] < a["learner_tokens"] and "sliding window" not in err
+            assert a["learner_computed_tokens"] < a["learner_tokens"] and "attention window" not in err
         else:
             assert a["learner_computed_tokens"] == a["learner_tokens"]
-            assert "sequence of 25 tokens is longer than this model's sliding window of 23" in err
+            assert "of 25 tokens is longer than this model's attention window (sliding or chunked) of 23" in err
         for key in ("loss", "pg_loss", "grad_norm"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     finally:
         windowed.close()
+        padded.close()
+
+
+def test_a_model_with_local_layers_of_unknown_span_packs_every_step(tmp_path, capsys):
+    """GPT-Neo's local layers mask by column distance, which the shared-prefix layout changes:
+    such a model trains packed from the start and steps as padded does."""
+    from transformers import GPTNeoConfig, GPTNeoForCausalLM
+
+    from trainer.learner import DeepSpeedLearner
+
+    torch.manual_seed(0)
+    GPTNeoForCausalLM(GPTNeoConfig(vocab_size=1000, hidden_size=64, num_layers=2, num_heads=4, window_size=8,
+                                   attention_types=[[["global", "local"], 1]], max_position_embeddings=256,
+                                   intermediate_size=128)).save_pretrained(tmp_path)
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
+                    learning_rate=1e-3, model=str(tmp_path))
+    local, padded = DeepSpeedLearner(tmp_path, cfg), DeepSpeedLearner(tmp_path, cfg, batching="padded")
+    try:
+        assert local.batching == "packed" and local.window == 0
+        assert "span the shared-prefix block mask can't reproduce" in capsys.readouterr().err
+        a, b = local.step(_batch()), padded.step(_batch())
+        for key in ("loss", "pg_loss", "grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    finally:
+        local.close()
         padded.close()
