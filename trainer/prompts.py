@@ -7,6 +7,7 @@ Not covered: multi-turn episodes' openings (`trainer.episodes.episode_prompt`).
 
 from __future__ import annotations
 
+from core.errors import ConfigError
 from domains.contract import Task
 from domains.registry import build_messages
 
@@ -20,7 +21,14 @@ def render_prompt(tokenizer, task: Task, context_budget_tokens: int | None = Non
 
     Returns:
         The prompt text (generation prompt appended) and its token ids.
+
+    Raises:
+        ConfigError: the tokenizer has no chat template (a base model's checkpoint).
     """
+    if tokenizer.chat_template is None:
+        raise ConfigError(f"field 'model': {tokenizer.name_or_path} has no chat template (no chat_template.jinja, "
+                          "no chat_template in tokenizer_config.json), and every domain's prompt is chat messages; "
+                          "use an instruct model, or add its family's chat_template.jinja to the directory")
     messages = build_messages(task, tokenizer, context_budget_tokens)
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return text, tokenizer(text, add_special_tokens=False)["input_ids"]

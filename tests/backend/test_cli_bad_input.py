@@ -85,6 +85,25 @@ def test_model_with_broken_config_json(tmp_path, capsys):
     assert code == 2 and "field 'model'" in err and "config.json" in err
 
 
+def test_model_without_a_chat_template(tmp_path, capsys, tiny_model_dir):
+    import shutil
+
+    model = tmp_path / "base-model"
+    shutil.copytree(tiny_model_dir, model)
+    templates = [p for p in model.iterdir() if p.name == "chat_template.jinja"]
+    assert templates or "chat_template" in (model / "tokenizer_config.json").read_text()
+    for p in templates:
+        p.unlink()
+    config = model / "tokenizer_config.json"
+    config.write_text(config.read_text().replace('"chat_template"', '"unused_template"'))
+    code, err = _run_cli(tmp_path, _write(tmp_path, f"model: {model}\nsteps: 1\n"), capsys)
+    assert code == 2 and "field 'model'" in err.splitlines()[-1] and "no chat template" in err
+    db = tmp_path / "wb.db"
+    assert main(["--db", str(db), "eval", str(model), "--domains", "chain_sum", "--tasks", "2"]) == 2
+    assert "no chat template" in capsys.readouterr().err
+    assert Store(db).list_evals() == []
+
+
 def test_empty_config_is_rejected(tmp_path, capsys):
     code, err = _run_cli(tmp_path, _write(tmp_path, "# nothing here\n"), capsys)
     assert code == 2 and "empty" in err
