@@ -47,7 +47,7 @@ from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.mixes import resolve_mix
 from domains.registry import get_domain, heldout_tasks
 from domains.splits import HELDOUT_SEED_RANGE
-from trainer.models import context_window, resolve_model
+from trainer.models import context_window, resolve_model, weights_problem
 from trainer.prompts import render_prompt
 from trainer.context_length import SweepConfig, model_window, run_sweep
 
@@ -172,10 +172,22 @@ def resolve_eval_model(store, ref: str) -> tuple[Path, str | None, int | None]:
                 have = ", ".join(str(c["step"]) for c in store.checkpoints(run_id)) or "none"
                 raise ModelNotFound(f"run {run_id} has no usable checkpoint{' at step ' + step if step else ''} "
                                     f"(checkpoints on record: {have}); see `rlwb runs show {run_id}`")
-            return Path(usable[-1]["path"]), run_id, usable[-1]["step"]
-    path = resolve_model(ref)
+            return _readable(Path(usable[-1]["path"])), run_id, usable[-1]["step"]
+    path = _readable(resolve_model(ref))
     found = store.checkpoint_at(path)  # a checkpoint given by its directory: its run and step
     return (Path(path), *found) if found else (Path(path), None, None)
+
+
+def _readable(path: Path) -> Path:
+    """`path`, once its weights files read (`trainer.models.weights_problem`).
+
+    Raises:
+        ModelNotFound: a weights file is cut short or corrupt.
+    """
+    problem = weights_problem(path)
+    if problem:
+        raise ModelNotFound(problem)
+    return path
 
 
 def _has_run(store, run_id: str) -> bool:

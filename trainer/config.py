@@ -30,7 +30,7 @@ from core.errors import ConfigError, ModelNotFound
 from retrieval.context import DEFAULT_BUDGET_TOKENS
 from domains.registry import domain_names, get_domain
 from trainer import lora_targets, precision
-from trainer.models import MODELS, resolve_model
+from trainer.models import MODELS, resolve_model, weights_problem
 
 # the forms of ray_address: auto, HOST:PORT, ray://HOST:PORT
 RAY_ADDRESS_RE = re.compile(r"^(auto|(ray://)?[A-Za-z0-9._-]+:\d{1,5})$")
@@ -541,7 +541,7 @@ def _model_problem(model: str) -> str | None:
     except Exception as e:  # noqa: BLE001 - any unreadable config means the same fix
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return f"{path}/config.json can't be read ({first}); point model at a complete HF checkpoint directory"
-    return None
+    return weights_problem(path)
 
 
 def parse_config(data: Any, source: str = "config", check_model: bool = True) -> RunConfig:

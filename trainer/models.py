@@ -124,6 +124,23 @@ def resolve_model(name_or_path: str) -> Path:
     )
 
 
+def weights_problem(path: str | Path) -> str | None:
+    """Why a checkpoint directory's safetensors weights can't be loaded (a file cut short
+    by a failed copy, or not safetensors at all), or None. Reads each ``*.safetensors``
+    file's header only: safetensors checks that its tensors cover the file exactly."""
+    from safetensors import SafetensorError, safe_open  # on first use: the config check needs it only here
+
+    for f in sorted(Path(path).glob("*.safetensors")):
+        try:
+            with safe_open(str(f), framework="numpy"):
+                pass
+        except (SafetensorError, OSError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            return (f"{f} can't be read ({first}): the file is cut short or corrupt; copy or save the "
+                    "checkpoint again")
+    return None
+
+
 def context_window(model_path: str | Path, default: int = 8192) -> int:
     """The checkpoint's context window in tokens (`max_position_embeddings` of its
     config.json; `default` when the config doesn't say)."""

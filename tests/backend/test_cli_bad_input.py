@@ -104,6 +104,21 @@ def test_model_without_a_chat_template(tmp_path, capsys, tiny_model_dir):
     assert Store(db).list_evals() == []
 
 
+def test_model_with_weights_cut_short(tmp_path, capsys, tiny_model_dir):
+    import shutil
+
+    model = tmp_path / "cut-model"
+    shutil.copytree(tiny_model_dir, model)
+    [weights] = model.glob("*.safetensors")
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a copy that stopped half-way
+    code, err = _run_cli(tmp_path, _write(tmp_path, f"model: {model}\nsteps: 1\n"), capsys)
+    assert code == 2 and "field 'model'" in err and "cut short or corrupt" in err and err.count("\n") == 0
+    db = tmp_path / "wb.db"
+    assert main(["--db", str(db), "eval", str(model), "--domains", "chain_sum", "--tasks", "2"]) == 2
+    assert "cut short or corrupt" in capsys.readouterr().err
+    assert Store(db).list_evals() == []
+
+
 def test_empty_config_is_rejected(tmp_path, capsys):
     code, err = _run_cli(tmp_path, _write(tmp_path, "# nothing here\n"), capsys)
     assert code == 2 and "empty" in err
