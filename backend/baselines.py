@@ -399,22 +399,23 @@ def group_verdicts(rows: list[dict], table: dict[str, dict], families: dict[str,
 
 
 def answer_warnings(label: str, table: dict[str, dict]) -> list[str]:
-    """Notes on a model's answers (`domain_baselines` "answers"): a domain where at least
+    """Notes on a model's answers (`domain_baselines` "answers"): a domain where more than
     SHARE_WARNING of its samples give one answer, more often than that answer is right,
-    or repeat a number, word or quoted text of the question."""
+    or repeat a number, word or quoted text of the question (two different answers out of
+    two are not a collapse)."""
     out = []
     for d, b in sorted(table.items()):
         a = b.get("answers")
         if not a:
             continue
-        if a["modal"] is not None and a["modal_share"] >= SHARE_WARNING:
+        if a["modal"] is not None and a["modal_share"] > SHARE_WARNING:
             right = b["constant"]["accuracy"] if b["constant"]["answer"] == a["modal"] else None
             if right is None or a["modal_share"] > right:
                 modal = str(a["modal"])[:_LABEL_CHARS]
                 out.append(f"{label}: {100 * a['modal_share']:.0f}% of its {d} answers are {modal!r}"
                            + (f" (the right answer on {100 * right:.0f}% of the tasks)" if right is not None else "")
                            + "; a collapse onto one answer.")
-        if a["copied_share"] >= SHARE_WARNING:
+        if a["copied_share"] > SHARE_WARNING:
             out.append(f"{label}: {100 * a['copied_share']:.0f}% of its {d} answers are copied from the question "
                        f"(a number, word or quoted text of it); the best copy rule ({b['copy']['rule']}) scores "
                        f"{100 * b['copy']['accuracy']:.1f}%.")

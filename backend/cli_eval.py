@@ -84,7 +84,10 @@ def _print_eval(ev: dict) -> None:
     ks = suite.get("ks", [1])
     src = f" (run {ev['run_id']}, step {ev['step']})" if ev.get("run_id") else ""
     print(f"evaluation {ev['id']}: {ev['model']}{src} · {ev['status']}")
-    print(f"  weights sha256 {ev['identity'].get('sha256', '?')[:16]}…, {ev['identity'].get('bytes', 0) / 1e6:.0f} MB")
+    if ev["identity"].get("sha256"):
+        print(f"  weights sha256 {ev['identity']['sha256'][:16]}…, {ev['identity'].get('bytes', 0) / 1e6:.0f} MB")
+    else:  # a training run's own held-out evaluation: the policy at that step, not a file on disk
+        print("  weights: the run's policy at that step (an in-run evaluation)")
     mix = suite.get("mix_pinned")
     print(f"  {len(suite.get('domains', {}))} domains{' from mix ' + mix['name'] + '@' + str(mix['version']) if mix else ''}"
           f", {suite.get('tasks_per_domain')} held-out tasks each x {suite.get('samples')} samples at temperature "

@@ -190,9 +190,15 @@ def get_domain(name: str) -> Domain:
     try:
         return registry()[name]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), domain_names(), n=3)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise DomainNotFound(f"unknown domain {name!r}; {hint}list them with `rlwb domains list`") from None
+        raise DomainNotFound(unknown_domain_message(name)) from None
+
+
+def unknown_domain_message(name: object) -> str:
+    """What to say of a domain name that isn't registered: up to three close names, and
+    where the whole list is (hundreds of names: too many for one line)."""
+    close = difflib.get_close_matches(str(name), domain_names(), n=3)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return f"unknown domain {name!r}; {hint}list them with `rlwb domains list`"
 
 
 def build_messages(task: Task, tokenizer=None, context_budget_tokens: int | None = None) -> list[dict]:

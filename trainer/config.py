@@ -28,7 +28,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, Va
 from core.choices import Algorithm, EngineKind, SandboxBackend
 from core.errors import ConfigError, ModelNotFound
 from retrieval.context import DEFAULT_BUDGET_TOKENS
-from domains.registry import domain_names, get_domain
+from domains.registry import domain_names, get_domain, unknown_domain_message
 from trainer import lora_targets, precision
 from trainer.models import MODELS, resolve_model, weights_problem
 
@@ -257,7 +257,7 @@ class RunConfig(BaseModel):
         known = domain_names()
         unknown = [d for d in v if d not in known]
         if unknown:
-            raise ValueError(f"unknown domain {unknown[0]!r}; choose from: {', '.join(known)}")
+            raise ValueError(unknown_domain_message(unknown[0]))
         bad = [d for d, w in v.items() if not w > 0]
         if bad:
             raise ValueError(f"weight of domain {bad[0]!r} must be > 0")

@@ -255,3 +255,15 @@ def test_rlwb_eval_stores_the_baselines_of_the_tasks_it_played(tmp_path, tiny_mo
     assert b == regenerated["letter_counting"]
     assert b["tasks"] == 12 and b["constant"]["answer"] == "1" and b["answers"]["samples"] == 12
     assert extras["baseline_verdicts"]["domains"]["letter_counting"]["verdict"]
+
+
+def test_half_of_the_answers_alike_is_not_called_a_collapse():
+    from backend.baselines import answer_warnings
+
+    def table(modal_share, copied_share):
+        return {"chain_sum": {"answers": {"modal": "4", "modal_share": modal_share, "copied_share": copied_share},
+                              "constant": {"answer": "7", "accuracy": 0.1}, "copy": {"rule": "last", "accuracy": 0.0}}}
+
+    assert answer_warnings("m", table(0.5, 0.5)) == []  # two different answers out of two
+    notes = answer_warnings("m", table(0.51, 0.51))
+    assert len(notes) == 2 and "51% of its chain_sum answers are '4'" in notes[0] and "copied" in notes[1]

@@ -28,7 +28,7 @@ def _run_cli(tmp_path, cfg_path, capsys) -> tuple[int, str]:
 @pytest.mark.parametrize(
     "body, field, hint",
     [
-        ("domains: [basic_arithmetic, no_such_domain]", "domains", "choose from"),
+        ("domains: [basic_arithmetic, no_such_domain]", "domains", "list them with `rlwb domains list`"),
         ("group_size: 1", "group_size", "group_size: 8"),
         ("model: /definitely/not/a/model", "model", "/definitely/not/a/model"),
         ("steps: -3", "steps", "greater than or equal to 1"),

@@ -17,3 +17,11 @@ def test_cli_eval_samples_vs_an_evaluation_of_other_tasks_is_refused(tmp_path, c
     assert f"{other} (--vs) and {ids['after']} share no chain_sum task" in err and "Traceback" not in err
     assert main(["--db", str(path), "eval", "samples", ids["after"], "--domain", "chain_sum", "--vs", "e-nope"]) == 2
     assert "'e-nope' not found" in capsys.readouterr().err
+
+
+def test_eval_show_of_an_in_run_evaluation_names_the_policy_not_a_hash(tmp_path, capsys):
+    path = tmp_path / "held.db"
+    _, ids = heldout_store(path, tasks=4)
+    assert main(["--db", str(path), "eval", "show", ids["after"]]) == 0
+    out = capsys.readouterr().out
+    assert "weights: the run's policy at that step (an in-run evaluation)" in out and "sha256 ?" not in out
