@@ -84,6 +84,12 @@ def cmd_run(args) -> int:
     finally:
         bar.close()
     run = store.get_run(run_id)
+    # what it learned, as `runs show` has it: held-out accuracy before and after, against the best baseline
+    from backend.heldout import heldout_lines, run_heldout  # on first use: it pulls in numpy
+
+    figures = run_heldout(store, run_id)
+    if figures is not None:
+        print("\n".join(heldout_lines(figures, [], _rlwb(args))))
     print(f"run {run_id} {run['status']}: {cfg.steps} steps; see it with `{_rlwb(args)} ui` or "
           f"`{_rlwb(args)} runs show {run_id}`")
     return 0

@@ -353,3 +353,23 @@ def test_a_stop_landing_inside_a_write_still_records_the_run_stopped(tiny_model_
         run = other.get_run(rid)
         assert run["status"] == "stopped" and run["error"] == "stopped: by request (test)", run
         assert other.db.execute("SELECT count(*) FROM metrics WHERE run_id = ?", [rid]).fetchone() == (0,)
+
+
+def test_a_foreground_run_ends_with_its_held_out_figures(tiny_model_dir, tmp_path, capsys):
+    """`rlwb run` (the quickstart's command) ends with what the run learned: held-out accuracy
+    before and after, per domain and overall, as `runs show` gives it."""
+    from backend.cli import main
+
+    cfg = tmp_path / "short.yaml"
+    cfg.write_text(f"name: short\nmodel: {tiny_model_dir}\nsteps: 1\ndomains: [chain_sum]\nprompts_per_step: 2\n"
+                   "group_size: 2\nmicro_batch_size: 2\nmax_new_tokens: 8\neval_tasks_per_domain: 2\n"
+                   f"eval_max_new_tokens: 8\nvllm_compile: false\noutput_dir: {tmp_path / 'out'}\n")
+    db = tmp_path / "wb.db"
+    assert main(["--db", str(db), "run", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    with Store(db) as store:
+        [run] = store.list_runs()
+        ids = [e["id"] for e in store.in_run_evals(run["id"])]
+    assert f"held-out (before vs after; before = evaluation {ids[0]}, after = evaluation {ids[-1]})" in out
+    assert "chain_sum" in out and "2 tasks: accuracy before" in out
+    assert out.strip().splitlines()[-1].startswith(f"run {run['id']} completed: 1 steps")
