@@ -207,8 +207,6 @@ def record_checkpoint(store: Store, rid: str, root, step: int) -> None:
 def test_resume_skips_a_deleted_last_checkpoint(tmp_path):
     """The newest checkpoint's directory removed (to free space): the run resumes from the
     one before it, and the missing one's row goes with the steps after that."""
-    import json
-
     from backend.runs import resume
 
     with Store(tmp_path / "wb.db") as store:
@@ -243,8 +241,6 @@ def test_resume_removes_the_evaluations_of_the_discarded_steps(tmp_path):
     """Resumed from step 2's checkpoint (step 4's directory is gone), the run's evaluations
     of step 4 and its previous attempt's "after" go with the other rows of steps 3+: the
     Runs page shows no point of a step that no longer exists."""
-    import json
-
     from backend import views
     from backend.runs import resume
 
