@@ -38,8 +38,9 @@ def _progress(cfg, store, start: int = 0):
     bar = tqdm(total=cfg.steps, initial=start, desc=cfg.name, unit="step", dynamic_ncols=True)
 
     def on_step(step: int, m: dict[str, float]) -> None:
+        kl = {"kl": f"{m['kl']:.4f}"} if "kl" in m else {}  # none without a reference (kl_coef: 0)
         bar.set_postfix(reward=f"{m['reward/mean']:.3f}", acc=f"{m['accuracy/mean']:.2f}",
-                        tok_s=f"{m['rollout_tokens_per_s']:.0f}", kl=f"{m['kl']:.4f}", refresh=False)
+                        tok_s=f"{m['rollout_tokens_per_s']:.0f}", **kl, refresh=False)
         if bar.n == start and m.get("time/step"):
             # the first step's rate is the step's own time, not the engine start and baseline evaluation
             # before it (the quickstart's first ETA read 1 h 27 min for a 12-minute run); elapsed keeps them

@@ -254,7 +254,7 @@ class DeepSpeedLearner:
             batch: 1 to N sequences, N = prompts_per_step * group_size, padded to T tokens.
 
         Returns:
-            Step metrics: loss, pg_loss, kl, entropy, clip_frac, ratio_mean, grad_norm, lr,
+            Step metrics: loss, pg_loss, kl (with kl_coef > 0 only), entropy, clip_frac, ratio_mean, grad_norm, lr,
             learner_tokens (the sequences' real tokens, the logical tokens the loss covers),
             learner_computed_tokens (the tokens the forward passes compute: a shared prefix
             counts once), learner_padding_share (share of the positions computed that were
@@ -324,10 +324,12 @@ class DeepSpeedLearner:
         if grad_norm is None and self.cfg.zero_stage == 0:
             grad_norm = own_norm
         batch = full
+        # KL is measured only against a reference (kl_coef > 0): a run without one records none, not 0
+        kl = {"kl": sums["kl"] / total_tokens} if self.cfg.kl_coef > 0 else {}
         return {
+            **kl,
             "loss": sums["loss"],
             "pg_loss": sums["pg"] / total_tokens,
-            "kl": sums["kl"] / total_tokens,
             "entropy": sums["entropy"] / total_tokens,
             "clip_frac": sums["clip"] / total_tokens,
             "ratio_mean": sums["ratio"] / total_tokens,

@@ -26,3 +26,14 @@ def test_the_first_rate_is_the_steps_own_not_the_set_up_before_it(start, capsys)
     finally:
         bar.close()
     assert "acc=0.25" in capsys.readouterr().err
+
+
+def test_a_run_without_a_reference_shows_no_kl():
+    bar, on_step, _ = _progress(SimpleNamespace(steps=3, name="t"), SimpleNamespace(path=":memory:"))
+    try:
+        on_step(1, {k: v for k, v in METRICS.items() if k != "kl"})  # kl_coef 0: the learner measures none
+        assert "acc=0.25" in bar.postfix and "kl=" not in bar.postfix
+        on_step(2, METRICS)
+        assert "kl=0.0100" in bar.postfix
+    finally:
+        bar.close()

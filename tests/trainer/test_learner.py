@@ -40,6 +40,7 @@ def test_partial_batches_take_one_exact_step(learners):
     for rows, steps in ((3, 1), (4, 2), (1, 3)):  # 3 micro-batches of 1 vs one of 3; then full; then one row
         m_small, m_big = small.step(_batch(rows)), big.step(_batch(rows))
         assert small.engine.global_steps == big.engine.global_steps == steps
+        assert "kl" not in m_small  # kl_coef 0: no reference, so no KL measured (not a KL of 0)
         assert m_small["grad_norm"] == pytest.approx(m_big["grad_norm"], rel=1e-4)
         assert m_small["loss"] == pytest.approx(m_big["loss"], rel=1e-4, abs=1e-6)
         # Adam's first steps turn rounding in near-zero gradients into visible moves: 5% of lr 1e-3
