@@ -106,9 +106,11 @@ class DeepSpeedLearner:
             tokens) or "padded" (``micro_batch_size`` right-padded sequences per micro-batch,
             grouped by length); see the module docstring. "shared_prefix" on a model whose
             attention can't take its mask falls back to "packed" with a notice on stderr; on
-            a model that attends within a sliding window or chunks (`trainer.prefix_attention.attention_window`,
+            a model that attends within a sliding window (`trainer.prefix_attention.attention_window`,
             ``self.window``) a step whose longest sequence is longer than the window is packed
-            (the block mask applies no window), with a notice the first time. On
+            (the block mask applies no window), with a notice the first time; a model that
+            attends by the row's columns (Llama 4: `trainer.prefix_attention.column_bound`)
+            uses "padded". On
             the CPU an SDPA model then attends by each group's parts, not under the dense
             block mask (`trainer.prefix_attention`; ``self.by_parts``).
 
@@ -156,13 +158,18 @@ class DeepSpeedLearner:
         # long-document step: 26.2 s against 29.6 s); on an H200 at 1.6k-token prompts it measured slower (0.39 s
         # against 0.26 s a step: many small kernel launches), so CUDA keeps the dense mask
         self.by_parts = False
-        # a sliding window or attention chunk is not applied to the block mask: exact while no sequence is longer,
-        # so a step with a longer one is packed (`_micro_batches`), and the packed path is checked here too
+        bound = prefix_attention.column_bound(model.config)
+        if bound and batching != "padded":
+            print(f"[learner] this model {bound}: each sequence needs a row of its own; using batching='padded'",
+                  file=sys.stderr, flush=True)
+            batching = self.batching = "padded"
+        # a sliding window is not applied to the block mask: exact while no sequence is longer, so a step with a
+        # longer one is packed (`_micro_batches`), and the packed path is checked here too
         self.window = prefix_attention.attention_window(model.config) if batching == "shared_prefix" else None
         self._window_said = False
         if self.window == 0:
             print("[learner] this model has attention layers whose span the shared-prefix block mask can't reproduce "
-                  "(layer kinds other than full, sliding-window and chunked attention); using batching='packed'",
+                  "(layer kinds other than full and sliding-window attention); using batching='packed'",
                   file=sys.stderr, flush=True)
             batching = self.batching = "packed"
         if batching == "shared_prefix":
@@ -354,9 +361,9 @@ class DeepSpeedLearner:
             longest = int(batch.attention_mask.sum(dim=1).max())
             if longest > self.window:
                 if not self._window_said:
-                    print(f"[learner] a sequence of {longest} tokens is longer than this model's attention window "
-                          f"(sliding or chunked) of {self.window}, which the shared-prefix block mask does not apply: "
-                          "such steps are packed (each sequence whole)", file=sys.stderr, flush=True)
+                    print(f"[learner] a sequence of {longest} tokens is longer than this model's sliding window of "
+                          f"{self.window}, which the shared-prefix block mask does not apply: such steps are packed "
+                          "(each sequence whole)", file=sys.stderr, flush=True)
                     self._window_said = True
                 return batch.packed_micro_batches(self.cfg.micro_batch_size), self._packed_micro_step
         if self.batching == "shared_prefix":

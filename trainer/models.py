@@ -134,6 +134,8 @@ def weights_problem(path: str | Path) -> str | None:
         try:
             with safe_open(str(f), framework="numpy"):
                 pass
+        except PermissionError as e:
+            return f"{f} can't be read ({e.strerror}); give this user read access to the checkpoint's files"
         except (SafetensorError, OSError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             return (f"{f} can't be read ({first}): the file is cut short or corrupt; copy or save the "

@@ -176,21 +176,35 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
 # layer kinds (HF ``layer_types``; GPT-Neo's ``attention_layers``) that attend to every earlier token
 FULL_KINDS = ("full_attention", "global")
 # kinds that attend to at most the last N tokens, and the config field holding N: a sequence of at most N
-# tokens is attended whole (a sliding window keeps keys less than N behind the query; a chunk starts at 0)
-WINDOW_FIELDS = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+# tokens is attended whole (a sliding window keeps keys less than N behind the query)
+WINDOW_FIELDS = {"sliding_attention": "sliding_window"}
+
+
+def column_bound(config) -> str | None:
+    """Why the model with HF config `config` must see every sequence in a row of its own from
+    column 0 (the padded layout), or None. Llama 4 counts its attention chunks and its
+    no-rope layers' query temperature from the row's columns, not from the position ids, so
+    a sequence placed later in a packed or shared-prefix row attends differently there."""
+    config = config.get_text_config()
+    if "chunked_attention" in {str(k) for k in (getattr(config, "layer_types", None) or [])}:
+        return "counts its attention chunks from the row's first column"
+    if getattr(config, "attn_temperature_tuning", False):
+        return "scales its no-rope layers' queries by the row's column"
+    return None
 
 
 def attention_window(config) -> int | None:
     """The shortest attention span (tokens) some layer of the model with HF config `config`
-    keeps to: a sliding window (Mistral, Phi-3, Gemma 2/3, Qwen with ``use_sliding_window``) or
-    an attention chunk (Llama 4). None when every layer attends to all earlier tokens, or the
-    span is at least ``max_position_embeddings`` and never binds; 0 when some layer is of a
-    kind whose span is not known here (GPT-Neo's local layers mask by column, recurrent and
-    sparse layers ignore the mask), so no sequence is known to be attended whole.
+    keeps to: a sliding window (Mistral, Phi-3, Gemma 2/3, Qwen with ``use_sliding_window``).
+    None when every layer attends to all earlier tokens, or the window is at least
+    ``max_position_embeddings`` and never binds; 0 when some layer is of a kind whose span is
+    not known here (GPT-Neo's local layers mask by column, chunked layers count chunks by
+    column (`column_bound`), recurrent and sparse layers ignore the mask), so no sequence is
+    known to be attended whole.
 
     The shared-prefix layout hands the model a ready (R, C, C) block mask, which transformers
-    passes through unchanged: no window or chunk is applied to it. That is exact while every
-    sequence is at most the span long, so `trainer.learner` lays such a model's step out
+    passes through unchanged: no window is applied to it. That is exact while every sequence
+    is at most the window long, so `trainer.learner` lays such a model's step out
     shared-prefix then, and packs a step with a longer sequence (every step where this is 0)."""
     config = config.get_text_config()  # a multimodal model's language part; a text model's config itself
     kinds = getattr(config, "layer_types", None) or getattr(config, "attention_layers", None)

@@ -25,10 +25,24 @@ def render_prompt(tokenizer, task: Task, context_budget_tokens: int | None = Non
     Raises:
         ConfigError: the tokenizer has no chat template (a base model's checkpoint).
     """
-    if tokenizer.chat_template is None:
+    messages = build_messages(task, tokenizer, context_budget_tokens)
+    text = chat_text(tokenizer, messages, add_generation_prompt=True)
+    return text, tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def chat_text(tokenizer, messages: list[dict], **kw) -> str:
+    """`messages` through the tokenizer's chat template, as text (``apply_chat_template``'s
+    other arguments in `kw`).
+
+    Raises:
+        ConfigError: the tokenizer has no chat template (a base model's checkpoint). A
+            tokenizer that renders chats without one (mistral-common's) is used as it is.
+    """
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, **kw)
+    except ValueError as e:
+        if getattr(tokenizer, "chat_template", None) is not None:
+            raise
         raise ConfigError(f"field 'model': {tokenizer.name_or_path} has no chat template (no chat_template.jinja, "
                           "no chat_template in tokenizer_config.json), and every domain's prompt is chat messages; "
-                          "use an instruct model, or add its family's chat_template.jinja to the directory")
-    messages = build_messages(task, tokenizer, context_budget_tokens)
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return text, tokenizer(text, add_special_tokens=False)["input_ids"]
+                          "use an instruct model, or add its family's chat_template.jinja to the directory") from e

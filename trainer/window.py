@@ -44,7 +44,7 @@ from domains.contract import EpisodeDomain, RetrievalDomain
 from domains.registry import get_domain
 from core.errors import ConfigError, GenerationTimeout
 from trainer.episodes import episode_prompt
-from trainer.prompts import render_prompt
+from trainer.prompts import chat_text, render_prompt
 from domains.long_docs.domain import PROMPT_OVERHEAD_TOKENS
 from trainer.config import RunConfig
 from trainer.models import context_window
@@ -135,7 +135,7 @@ def prompt_token_counts(tokenizer, domain: str, level: int, n: int = PROMPT_SAMP
                               f"`rlwb domains validate {domain}` reports it; pick another level") from None
         if isinstance(d, EpisodeDomain):
             messages, kw, _, _ = episode_prompt(tokenizer, task)
-            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kw)
+            text = chat_text(tokenizer, messages, add_generation_prompt=True, **kw)
             counts.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
         else:
             counts.append(len(render_prompt(tokenizer, task)[1]))

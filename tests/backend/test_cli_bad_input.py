@@ -104,6 +104,28 @@ def test_model_without_a_chat_template(tmp_path, capsys, tiny_model_dir):
     assert Store(db).list_evals() == []
 
 
+def test_a_tokenizer_that_renders_chats_without_a_template_is_used_as_it_is():
+    """mistral-common's tokenizer has chat_template None and renders chats itself: only a
+    tokenizer that can't render one is refused."""
+    from trainer.prompts import chat_text
+
+    class Native:  # the shape of transformers' MistralCommonBackend
+        chat_template = None
+        name_or_path = "mistral-dir"
+
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+            return "".join(f"[INST]{m['content']}[/INST]" for m in messages)
+
+    class Base(Native):
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+            raise ValueError("Cannot use chat template functions because tokenizer.chat_template is not set")
+
+    messages = [{"role": "user", "content": "2+2?"}]
+    assert chat_text(Native(), messages, add_generation_prompt=True) == "[INST]2+2?[/INST]"
+    with pytest.raises(ConfigError, match="field 'model': mistral-dir has no chat template"):
+        chat_text(Base(), messages, add_generation_prompt=True)
+
+
 def test_model_with_weights_cut_short(tmp_path, capsys, tiny_model_dir):
     import shutil
 

@@ -319,7 +319,7 @@ def test_attention_window_reads_the_span_a_layer_keeps_to():
     assert attention_window(Qwen2Config()) is None  # use_sliding_window: false
     assert attention_window(Qwen2Config(use_sliding_window=True, max_window_layers=1, num_hidden_layers=3)) == 4096
     assert attention_window(Gemma3TextConfig(sliding_window=512)) == 512
-    assert attention_window(Llama4TextConfig(attention_chunk_size=8192, num_hidden_layers=4)) == 8192
+    assert attention_window(Llama4TextConfig(attention_chunk_size=8192, num_hidden_layers=4)) == 0  # column_bound
     assert attention_window(LlamaConfig()) is None
     # GPT-Neo's local layers mask by column, not by position: no sequence is known to be attended whole
     assert attention_window(GPTNeoConfig(num_layers=2, attention_types=[[["global", "local"], 1]])) == 0
@@ -351,23 +351,22 @@ def _llama4(path, chunk: int):
     return path
 
 
-@pytest.mark.parametrize("build", [_mistral, _llama4], ids=["sliding", "chunked"])
 @pytest.mark.parametrize("window", [25, 23])
-def test_a_windowed_model_steps_shared_while_its_window_never_binds(tmp_path, capsys, window, build):
-    """transformers applies no sliding window or attention chunk to the ready block mask: exact
-    while every sequence fits the window (the longest here is 25 tokens), so such a step is laid
-    out shared-prefix; a step with a longer sequence is packed, with a notice. Either way it
-    steps as padded does."""
+def test_a_windowed_model_steps_shared_while_its_window_never_binds(tmp_path, capsys, window):
+    """transformers applies no sliding window to the ready block mask: exact while every
+    sequence fits the window (the longest here is 25 tokens), so such a step is laid out
+    shared-prefix; a step with a longer sequence is packed, with a notice. Either way it steps
+    as padded does."""
     from transformers import AutoModelForCausalLM
 
     from trainer.learner import DeepSpeedLearner
     from trainer.logprobs import token_logprobs
 
-    path = build(tmp_path / f"w{window}", window)
+    path = _mistral(tmp_path / f"w{window}", window)
     batch = _batch()
     assert int(batch.attention_mask.sum(dim=1).max()) == 25
-    # the boundary is real: under a 23-token window or chunk the block mask scores differently from padded
-    # (the last scored token comes from position 23, which then no longer sees all of 0 .. 23)
+    # the boundary is real: under a 23-token window the block mask scores differently from padded (the last
+    # scored token comes from position 23, which then no longer sees position 0)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     with torch.no_grad():
         padded_lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
@@ -382,10 +381,10 @@ def test_a_windowed_model_steps_shared_while_its_window_never_binds(tmp_path, ca
         a, b = windowed.step(_batch()), padded.step(_batch())
         err = capsys.readouterr().err
         if window == 25:
-            assert a["learner_computed_tokens"] < a["learner_tokens"] and "attention window" not in err
+            assert a["learner_computed_tokens"] < a["learner_tokens"] and "sliding window" not in err
         else:
             assert a["learner_computed_tokens"] == a["learner_tokens"]
-            assert "of 25 tokens is longer than this model's attention window (sliding or chunked) of 23" in err
+            assert "of 25 tokens is longer than this model's sliding window of 23" in err
         for key in ("loss", "pg_loss", "grad_norm"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     finally:
@@ -416,3 +415,33 @@ def test_a_model_with_local_layers_of_unknown_span_packs_every_step(tmp_path, ca
     finally:
         local.close()
         padded.close()
+
+
+def test_a_model_that_attends_by_column_gets_a_row_per_sequence(tmp_path, capsys):
+    """Llama 4 counts its attention chunks from the row's first column: a sequence packed after
+    another attends differently (shown below on a 16-token chunk), so the learner pads."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Llama4TextConfig, MistralConfig
+
+    from tests.trainer.test_packing import _packed_logprobs
+    from trainer.learner import DeepSpeedLearner
+    from trainer.logprobs import token_logprobs
+    from trainer.prefix_attention import column_bound
+
+    assert "attention chunks" in column_bound(Llama4TextConfig(attention_chunk_size=8192, num_hidden_layers=4))
+    assert column_bound(LlamaConfig()) is None and column_bound(MistralConfig(sliding_window=8)) is None
+    path = _llama4(tmp_path / "chunked", 16)
+    batch = _batch()
+    batch.old_logprobs = torch.arange(batch.old_logprobs.numel(), dtype=torch.float32).reshape(batch.old_logprobs.shape)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    with torch.no_grad():
+        padded_lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    assert (_packed_logprobs(model, batch, 3) - padded_lp * batch.completion_mask).abs().max().item() > 1e-3
+    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
+                    learning_rate=1e-3, model=str(path))
+    learner = DeepSpeedLearner(path, cfg)
+    try:
+        assert learner.batching == "padded"
+        assert "counts its attention chunks from the row's first column" in capsys.readouterr().err
+        assert learner.step(_batch())["learner_padding_share"] > 0  # a row per sequence
+    finally:
+        learner.close()
