@@ -341,8 +341,13 @@ def heldout_lines(figures: dict | None, checkpoints: list[dict], rlwb: str = "rl
     if figures is None:
         return lines
     ids, phases = figures["ids"], figures["phases"]
-    held = [f"held-out ({' vs '.join(phases)}; " + ", ".join(f"{p} = evaluation {i}" for p, i in zip(phases, ids))
-            + "):", f"  {IN_RUN_NOTE}"]
+    if len(ids) == 1:  # one evaluation so far (a run's "before"): no trained side yet
+        head = (f"held-out, {phases[0]} only (evaluation {ids[0]}; later evaluations are compared with it when "
+                "they exist):")
+    else:
+        head = (f"held-out ({' vs '.join(phases)}; " + ", ".join(f"{p} = evaluation {i}" for p, i in zip(phases, ids))
+                + "):")
+    held = [head, f"  {IN_RUN_NOTE}"]
     for row in figures["rows"]:
         cells = [f"{k} {v}" for k, v in row.items() if k not in ("domain", "tasks")]
         held.append(f"  {row['domain']:<20} {row['tasks']:>4} tasks: " + "; ".join(cells))

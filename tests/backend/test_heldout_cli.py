@@ -25,3 +25,18 @@ def test_eval_show_of_an_in_run_evaluation_names_the_policy_not_a_hash(tmp_path,
     assert main(["--db", str(path), "eval", "show", ids["after"]]) == 0
     out = capsys.readouterr().out
     assert "weights: the run's policy at that step (an in-run evaluation)" in out and "sha256 ?" not in out
+
+
+def test_runs_show_mid_run_says_only_the_before_evaluation_exists(tmp_path, capsys):
+    from tests.backend.heldout_runs import DOMAINS, before, run_config, scripted_samples
+    from trainer.evaluate import record_heldout
+
+    path = tmp_path / "mid.db"
+    cfg = run_config(4)
+    with Store(path) as store:
+        rid = store.create_run("mid", cfg.model_dump(mode="json"), total_steps=cfg.steps)
+        eid = record_heldout(store, rid, "before", "base", cfg, dict.fromkeys(DOMAINS, 1),
+                             scripted_samples(DOMAINS, 4, before))
+    assert main(["--db", str(path), "runs", "show", rid]) == 0
+    out = capsys.readouterr().out
+    assert f"held-out, before only (evaluation {eid}; later evaluations are compared with it" in out
