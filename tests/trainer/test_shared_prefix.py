@@ -327,6 +327,12 @@ def test_attention_window_reads_the_span_a_layer_keeps_to():
     assert attention_window(Qwen2Config(num_hidden_layers=2, layer_types=["full_attention", "linear_attention"])) == 0
 
 
+def _cfg(path) -> RunConfig:
+    """3 groups of 3 (the `_batch` shape), micro-batch 3, on the model at `path`."""
+    return RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
+                     learning_rate=1e-3, model=str(path))
+
+
 def _mistral(path, window: int):
     from transformers import MistralConfig, MistralForCausalLM
 
@@ -373,8 +379,7 @@ def test_a_windowed_model_steps_shared_while_its_window_never_binds(tmp_path, ca
     batch.old_logprobs = torch.arange(batch.old_logprobs.numel(), dtype=torch.float32).reshape(batch.old_logprobs.shape)
     gap = (_shared_logprobs(model, batch, 3) - padded_lp * batch.completion_mask).abs().max().item()
     assert (gap < 1e-4) if window == 25 else (gap > 1e-3), gap
-    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
-                    learning_rate=1e-3, model=str(path))
+    cfg = _cfg(path)
     windowed, padded = DeepSpeedLearner(path, cfg), DeepSpeedLearner(path, cfg, batching="padded")
     try:
         assert windowed.batching == "shared_prefix" and windowed.window == window
@@ -403,8 +408,7 @@ def test_a_model_with_local_layers_of_unknown_span_packs_every_step(tmp_path, ca
     GPTNeoForCausalLM(GPTNeoConfig(vocab_size=1000, hidden_size=64, num_layers=2, num_heads=4, window_size=8,
                                    attention_types=[[["global", "local"], 1]], max_position_embeddings=256,
                                    intermediate_size=128)).save_pretrained(tmp_path)
-    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
-                    learning_rate=1e-3, model=str(tmp_path))
+    cfg = _cfg(tmp_path)
     local, padded = DeepSpeedLearner(tmp_path, cfg), DeepSpeedLearner(tmp_path, cfg, batching="padded")
     try:
         assert local.batching == "packed" and local.window == 0
@@ -436,8 +440,7 @@ def test_a_model_that_attends_by_column_gets_a_row_per_sequence(tmp_path, capsys
     with torch.no_grad():
         padded_lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
     assert (_packed_logprobs(model, batch, 3) - padded_lp * batch.completion_mask).abs().max().item() > 1e-3
-    cfg = RunConfig(domains=["basic_arithmetic"], prompts_per_step=3, group_size=3, micro_batch_size=3,
-                    learning_rate=1e-3, model=str(path))
+    cfg = _cfg(path)
     learner = DeepSpeedLearner(path, cfg)
     try:
         assert learner.batching == "padded"
