@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from backend import cli_domains, cli_eval, cli_retrieval, cli_runs
+from core import allocator
 from core.choices import SANDBOX_BACKENDS
 from backend.cli_common import isolation_notice, open_store, positive
 from core.errors import WorkbenchError
@@ -514,12 +515,22 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _heavy(args) -> bool:
+    """A command that trains or samples in this process (a foreground run, an evaluation):
+    it runs with TCMalloc (`core.allocator`)."""
+    return ((args.command == "run" and not args.detach)
+            or (args.command == "eval" and getattr(args, "eval_command", None) == "run"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `rlwb`; returns the process exit code."""
     args = build_parser().parse_args(cli_eval.normalize_argv(sys.argv[1:] if argv is None else argv))
     if args.db:
         os.environ["RLWB_DB"] = str(Path(args.db).resolve())
     try:
+        if argv is None and _heavy(args):  # from the shell: restart with TCMalloc preloaded, or say why not
+            allocator.reexec()
+            allocator.notice(sys.stderr)
         return args.fn(args)
     except WorkbenchError as e:
         print(_printable(f"error: {e}"), file=sys.stderr)

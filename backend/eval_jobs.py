@@ -36,6 +36,7 @@ from backend.evaluation import EvalSettings, eval_config, evaluate_model, parse_
 from backend.runs import process_alive, run_process_alive
 from backend.store import Store, default_db_path
 from backend.views import readable_log
+from core import allocator
 from core.errors import ConfigError, WorkbenchError
 
 LOG_DIR = "eval-logs"
@@ -73,7 +74,7 @@ def start(store, ref: str, settings: EvalSettings) -> dict:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     pending = folder / f"{stamp}-starting-{os.getpid()}-{threading.get_ident()}.log"
     cmd = [sys.executable, "-m", "backend.eval_jobs", "work", ref, "--settings", settings.model_dump_json()]
-    env = {**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"}
+    env = allocator.environment({**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"})
     with open(pending, "ab") as out:
         out.write(f"--- {stamp} rlwb eval {ref} {settings.model_dump_json(exclude_defaults=True)}\n".encode())
         out.flush()
@@ -221,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     work.add_argument("model")
     work.add_argument("--settings", required=True, help="EvalSettings as JSON")
     args = parser.parse_args(argv)
+    allocator.notice(sys.stdout)  # into the job's log: `start` preloads TCMalloc where installed
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _raise_interrupt)
     try:

@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainer.config import RunConfig, parse_config
+from core import allocator
 from core.errors import ConfigError, WorkbenchError
 from core.paths import run_dir
 from backend.store import Store
@@ -177,7 +178,7 @@ def _spawn(store: Store, run_id: str, resume: bool) -> int:
     log = log_path(store, run_id)
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "backend.runs", "work", run_id] + (["--resume"] if resume else [])
-    env = {**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"}
+    env = allocator.environment({**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"})
     with open(log, "ab") as out:
         out.write(f"--- {datetime.now(timezone.utc).isoformat(timespec='seconds')} "
                   f"{'resume' if resume else 'launch'} {run_id}\n".encode())
@@ -404,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("run_id")
     w.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     args = p.parse_args(argv)
+    allocator.notice(sys.stdout)  # into the run's log: `launch` preloads TCMalloc where installed
     return _work(args.run_id, args.resume)
 
 

