@@ -21,7 +21,7 @@ sandbox-engine: $(VENV)/.installed
 
 # TCMalloc, which `rlwb run` and `rlwb eval` preload (core/allocator.py: 10-25% faster learner
 # steps on a CPU): Debian's libtcmalloc-minimal4, installed as root when missing. Without it
-# runs use the C library's malloc and say so.
+# runs use the C library's malloc and say so (with RLWB_REQUIRE_TCMALLOC=1, as in CI, set-up fails).
 allocator: $(VENV)/.installed
 	@$(BIN)/python -c "from core.allocator import find_library as f; raise SystemExit(f() is None)" && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -32,7 +32,9 @@ allocator: $(VENV)/.installed
 	else \
 	  echo "allocator: TCMalloc is missing and this is not root with apt-get; runs use the C library's" \
 	       "malloc (install libtcmalloc-minimal4 for 10-25% faster learner steps)" >&2; \
-	fi
+	fi; \
+	$(BIN)/python -c "from core.allocator import find_library as f; raise SystemExit(f() is None)" \
+	  || [ "$${RLWB_REQUIRE_TCMALLOC:-0}" != 1 ]  # CI: a missing TCMalloc fails set-up
 
 # Debian's chromium for the browser tests (tests/browser/), installed as root when missing.
 browser:

@@ -516,10 +516,11 @@ def _printable(text: str) -> str:
 
 
 def _heavy(args) -> bool:
-    """A command that trains or samples in this process (a foreground run, an evaluation):
-    it runs with TCMalloc (`core.allocator`)."""
+    """A command that trains or samples in this process (a foreground run or resume, an
+    evaluation, a needle sweep): it runs with TCMalloc (`core.allocator`)."""
     return ((args.command == "run" and not args.detach)
-            or (args.command == "eval" and getattr(args, "eval_command", None) == "run"))
+            or (args.command == "runs" and args.runs_command == "resume" and not args.detach)
+            or (args.command == "eval" and getattr(args, "eval_command", None) in ("run", "context-length")))
 
 
 def main(argv: list[str] | None = None) -> int:

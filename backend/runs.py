@@ -173,12 +173,22 @@ def failure_reason(exc: BaseException, cfg: RunConfig, run_id: str) -> str:
 # ---- background runs ------------------------------------------------------------------
 
 
-def _spawn(store: Store, run_id: str, resume: bool) -> int:
-    """Start the worker process of a run; returns its pid (stored on the run row)."""
+def _worker_env(store: Store) -> dict:
+    """The environment of a run's worker process: this one's, the store, TCMalloc preloaded
+    where installed (`core.allocator`).
+
+    Raises:
+        ConfigError: a bad ``RLWB_ALLOCATOR``; built before any row is written or claimed.
+    """
+    return allocator.environment({**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"})
+
+
+def _spawn(store: Store, run_id: str, resume: bool, env: dict) -> int:
+    """Start the worker process of a run with `env` (`_worker_env`); returns its pid (stored
+    on the run row)."""
     log = log_path(store, run_id)
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "backend.runs", "work", run_id] + (["--resume"] if resume else [])
-    env = allocator.environment({**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"})
     with open(log, "ab") as out:
         out.write(f"--- {datetime.now(timezone.utc).isoformat(timespec='seconds')} "
                   f"{'resume' if resume else 'launch'} {run_id}\n".encode())
@@ -198,14 +208,16 @@ def launch(cfg: RunConfig, store: Store) -> str:
     closing or reloading). Its output goes to `log_path`.
 
     Raises:
-        ConfigError: a model too small for the prompts (checked before the run row exists).
+        ConfigError: a model too small for the prompts, a bad ``RLWB_ALLOCATOR`` (both
+            checked before the run row exists).
     """
     from trainer.loop import check_model_fits  # torch-heavy: the page and the CLI import this module
 
+    env = _worker_env(store)
     cfg = pin_user_domains(cfg, store)  # the user-domain versions the run records
     check_model_fits(cfg)
     run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
-    _spawn(store, run_id, resume=False)
+    _spawn(store, run_id, resume=False, env=env)
     return run_id
 
 
@@ -303,6 +315,7 @@ def resume(store: Store, run_id: str, background: bool = True):
     except ConfigError as e:
         raise ConfigError(f"{e}; it can't be resumed: start a new run from a corrected copy of its config") from None
     check_model_fits(cfg)  # refused here, not in the worker after the claim
+    env = _worker_env(store) if background else None  # a bad RLWB_ALLOCATOR too
     # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
     # the worker's pid replaces it, this process's pid marks the resume as in progress (a
     # second resume then finds a live pid); no heartbeat until the new process beats (the
@@ -316,7 +329,7 @@ def resume(store: Store, run_id: str, background: bool = True):
                              "reload and try again")
     store.truncate_after(run_id, point.step)
     if background:
-        _spawn(store, run_id, resume=True)
+        _spawn(store, run_id, resume=True, env=env)
     return point
 
 

@@ -120,7 +120,8 @@ def run_duration(run: dict, now: datetime | None = None) -> float | None:
 HARMLESS_LOG_LINES = (
     (r"Triton is not installed|Triton is installed, but doesn't include CPU|Model Runner V2 requires Triton",
      "vLLM's CPU build runs without Triton"),
-    (r"(libtcmalloc|libiomp) is not found in LD_PRELOAD", "vLLM suggests an allocator it can go without"),
+    (r"(libtcmalloc|libiomp) is not found in LD_PRELOAD",
+     "vLLM suggests a library it can go without (runs preload TCMalloc where installed: core/allocator.py)"),
     (r"NUMA binding: Using MEMBIND policy", "vLLM binds memory to this machine's one NUMA node"),
     (r"doesn't allow to use `torch.set_num_threads` after the thread binding|OMP_NUM_THREADS=\d+ is set",
      "vLLM keeps the threads it was given"),

@@ -64,8 +64,11 @@ def find_library() -> Path | None:
     dirs = [Path(sys.prefix) / "lib", *(Path(d) for d in _DIRS)]
     for name in LIBRARY_NAMES:
         for d in dirs:
-            if (d / name).is_file():
-                return d / name
+            try:
+                if (d / name).is_file():
+                    return d / name
+            except OSError:  # a folder this user may not read
+                continue
     return None
 
 
@@ -110,7 +113,8 @@ def reexec() -> None:
     Raises:
         ConfigError: a bad ``RLWB_ALLOCATOR`` (see `choice`).
     """
-    if choice() != "tcmalloc" or loaded() is not None or os.environ.get(_REEXEC_ENV) or find_library() is None:
+    restarted = os.environ.pop(_REEXEC_ENV, None)  # this process's own marker: children start afresh
+    if choice() != "tcmalloc" or loaded() is not None or restarted or find_library() is None:
         return
     env = environment(os.environ)
     env[_REEXEC_ENV] = "1"  # if the loader refuses the library, the restarted process goes on with malloc
@@ -130,13 +134,14 @@ def fallback_reason() -> str | None:
         return f"the C library's malloc: {e}"
     if not sys.platform.startswith("linux"):
         return f"the system's malloc (TCMalloc is preloaded on Linux only; this is {sys.platform})"
+    preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if "libtcmalloc" in Path(p).name]
+    if preload:  # asked for and not mapped: the loader refused it (a wrong path or architecture)
+        return f"the C library's malloc: the loader did not preload {preload[0]}"
     found = find_library()
     if found is None:
         return (f"the C library's malloc: TCMalloc is not installed ({INSTALL_HINT}; "
                 "learner steps took 10-25% less with it)")
-    if os.environ.get(_REEXEC_ENV):
-        return f"the C library's malloc: the loader did not preload {found}"
-    return f"the C library's malloc: TCMalloc ({found}) is preloaded by `rlwb run` and `rlwb eval` only"
+    return f"the C library's malloc: TCMalloc ({found}) is preloaded by `rlwb run`, `rlwb runs resume` and `rlwb eval`"
 
 
 def status() -> tuple[bool, str]:
@@ -165,11 +170,10 @@ def notice(stream: TextIO) -> None:
 def release_free_memory() -> bool:
     """Hand TCMalloc's free pages back to the system (``MallocExtension_ReleaseFreeMemory``)
     when it is loaded; returns whether it ran."""
-    lib = loaded()
-    if lib is None:
+    if loaded() is None:
         return False
-    try:
-        ctypes.CDLL(str(lib)).MallocExtension_ReleaseFreeMemory()
+    try:  # the process's own symbols: a preloaded library is in them, even if its file was replaced since
+        ctypes.CDLL(None).MallocExtension_ReleaseFreeMemory()
     except (OSError, AttributeError):
         return False
     return True

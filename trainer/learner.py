@@ -577,7 +577,7 @@ class DeepSpeedLearner:
     def close(self) -> None:
         """Release the engine, its optimizer and the reference model, and collect them: their
         memory goes back at once (the quickstart's LoRA learner after a step: 0.58 GiB of the
-        process, once glibc trims its heap: `trainer.metrics.release_free_memory`).
+        process, once the allocator hands its free pages back: `trainer.metrics.release_free_memory`).
 
         The torch.distributed process group stays up for the life of the process:
         DeepSpeed caches its groups, and a second learner in the same process (tests, eval

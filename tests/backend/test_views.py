@@ -187,7 +187,9 @@ def test_readable_log_hides_the_known_harmless_lines_and_counts_them():
            "run r1 completed: 3 steps"]
     kept, hidden = views.readable_log(log)
     assert kept == log[3:]
-    assert hidden == {"vLLM's CPU build runs without Triton": 1, "vLLM suggests an allocator it can go without": 2}
+    assert hidden == {"vLLM's CPU build runs without Triton": 1,
+                      "vLLM suggests a library it can go without (runs preload TCMalloc where installed: "
+                      "core/allocator.py)": 2}
     # a hidden Python warning's echoed source line goes with it
     warning = ["/x/dispatcher.py:138: FutureWarning: `torch.distributed.reduce_op` is deprecated, please use",
                '  if hasattr(value, "__dict__"):', "kept", "  an indented line after a kept one stays"]
