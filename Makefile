@@ -19,8 +19,8 @@ setup: $(VENV)/.installed sandbox-engine browser allocator
 sandbox-engine: $(VENV)/.installed
 	sandboxes/engine.sh $(BIN)/rlwb
 
-# TCMalloc, which `rlwb run` and `rlwb eval` preload (core/allocator.py: 10-25% faster learner
-# steps on a CPU): Debian's libtcmalloc-minimal4, installed as root when missing. Without it
+# TCMalloc, which runs and evaluations preload (core/allocator.py: learner steps took 10-25%
+# less time on a CPU): Debian's libtcmalloc-minimal4, installed as root when missing. Without it
 # runs use the C library's malloc and say so (with RLWB_REQUIRE_TCMALLOC=1, as in CI, set-up fails).
 allocator: $(VENV)/.installed
 	@$(BIN)/python -c "from core.allocator import find_library as f; raise SystemExit(f() is None)" && exit 0; \
@@ -31,10 +31,11 @@ allocator: $(VENV)/.installed
 	  || echo "allocator: apt-get failed (see /tmp/rlwb-apt-tcmalloc.log); runs use the C library's malloc" >&2; \
 	else \
 	  echo "allocator: TCMalloc is missing and this is not root with apt-get; runs use the C library's" \
-	       "malloc (install libtcmalloc-minimal4 for 10-25% faster learner steps)" >&2; \
+	       "malloc (install libtcmalloc-minimal4: learner steps take 10-25% less time)" >&2; \
 	fi; \
 	$(BIN)/python -c "from core.allocator import find_library as f; raise SystemExit(f() is None)" \
-	  || [ "$${RLWB_REQUIRE_TCMALLOC:-0}" != 1 ]  # CI: a missing TCMalloc fails set-up
+	  || { [ "$${RLWB_REQUIRE_TCMALLOC:-0}" != 1 ] \
+	       || { echo "allocator: RLWB_REQUIRE_TCMALLOC=1 and TCMalloc is still missing: set-up fails" >&2; exit 1; }; }
 
 # Debian's chromium for the browser tests (tests/browser/), installed as root when missing.
 browser:

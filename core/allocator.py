@@ -12,7 +12,7 @@ hands them out again. vLLM's CPU installation guide and PyTorch's CPU launcher
 (``torch.backends.xeon.run_cpu``) preload it for that reason. Measured on a 2-core
 AVX-512 host (bench/shared_prefix.py, the quickstart workload, two rounds each): the
 shared-prefix learner step 16.6 / 14.8 s against glibc's 18.9 / 19.9 s, system time 6 s
-against 16 s, peak RSS 2.2 GiB against 2.5-2.6 GiB.
+against 16 s, peak RSS 2.2 GiB against 2.5-2.8 GiB.
 
 A preload must be in the environment when a process starts, so `reexec` restarts the
 process (``os.execve``, the same argv) with ``LD_PRELOAD`` set. Linux only; on other
@@ -85,6 +85,12 @@ def loaded() -> Path | None:
     return None
 
 
+def _asked() -> str | None:
+    """The TCMalloc library this process's ``LD_PRELOAD`` names, if any."""
+    names = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+    return next((p for p in names if Path(p).name.startswith("libtcmalloc")), None)
+
+
 def environment(env: dict | os._Environ) -> dict:
     """A copy of `env` for a child process, with TCMalloc first in ``LD_PRELOAD`` when it is
     the choice and installed (unchanged otherwise).
@@ -114,8 +120,8 @@ def reexec() -> None:
         ConfigError: a bad ``RLWB_ALLOCATOR`` (see `choice`).
     """
     restarted = os.environ.pop(_REEXEC_ENV, None)  # this process's own marker: children start afresh
-    if choice() != "tcmalloc" or loaded() is not None or restarted or find_library() is None:
-        return
+    if choice() != "tcmalloc" or loaded() is not None or restarted or find_library() is None or _asked():
+        return  # (asked for and not loaded: the loader refused it, and would again)
     env = environment(os.environ)
     env[_REEXEC_ENV] = "1"  # if the loader refuses the library, the restarted process goes on with malloc
     sys.stdout.flush()
@@ -134,9 +140,9 @@ def fallback_reason() -> str | None:
         return f"the C library's malloc: {e}"
     if not sys.platform.startswith("linux"):
         return f"the system's malloc (TCMalloc is preloaded on Linux only; this is {sys.platform})"
-    preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if "libtcmalloc" in Path(p).name]
-    if preload:  # asked for and not mapped: the loader refused it (a wrong path or architecture)
-        return f"the C library's malloc: the loader did not preload {preload[0]}"
+    asked = _asked()
+    if asked:  # asked for and not mapped: the loader refused it (a wrong path or architecture)
+        return f"the C library's malloc: the loader did not preload {asked}"
     found = find_library()
     if found is None:
         return (f"the C library's malloc: TCMalloc is not installed ({INSTALL_HINT}; "

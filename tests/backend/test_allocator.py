@@ -176,3 +176,39 @@ def test_a_refused_preload_is_named_in_the_notice(monkeypatch, no_tcmalloc_here)
     monkeypatch.setenv("LD_PRELOAD", "/nowhere/libtcmalloc_minimal.so.4")
     assert allocator.fallback_reason() == ("the C library's malloc: the loader did not preload "
                                            "/nowhere/libtcmalloc_minimal.so.4")
+
+
+def test_a_bad_choice_stops_a_background_resume_before_the_claim(monkeypatch, tmp_path):
+    """Refused before the run is claimed and its later rows removed: the run stays stopped,
+    with its rows, and no process of the page is left holding it."""
+    from backend import runs
+    from backend.store import Store
+    from tests.backend.test_runs import record_checkpoint
+
+    monkeypatch.setenv("RLWB_ALLOCATOR", "glibc")
+    monkeypatch.setattr(runs, "_spawn", lambda *a, **k: pytest.fail("no worker may start"))
+    with Store(tmp_path / "s.db") as store:
+        rid = store.create_run("x", {"model": "tiny"}, total_steps=5)
+        record_checkpoint(store, rid, tmp_path, 1)
+        store.record_metrics(rid, 2, {"kl": 0.1})
+        store.set_status(rid, "stopped")
+        with pytest.raises(ConfigError, match="RLWB_ALLOCATOR='glibc'"):
+            runs.resume(store, rid)
+        run = store.get_run(rid)
+        assert run["status"] == "stopped" and run["pid"] != os.getpid()
+        assert [m["step"] for m in store.run_metrics(rid)] == [2]
+
+
+def test_a_library_the_loader_refuses_is_named_and_not_retried(tmp_path):
+    """A file by TCMalloc's name that is no shared library: the loader skips it, the process
+    restarts once at most, keeps malloc, and the notice names the file."""
+    fake = tmp_path / "libtcmalloc_minimal.so.4"
+    fake.write_text("not a library")
+    code = ("import sys; from core import allocator; print('start', flush=True); allocator.reexec(); "
+            "allocator.notice(sys.stdout)")
+    env = {k: v for k, v in os.environ.items() if k != "RLWB_ALLOCATOR_REEXEC"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**env, "LD_PRELOAD": str(fake)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["start", f"note: memory allocator: the C library's malloc: the loader did not "
+                                                f"preload {fake}"]
