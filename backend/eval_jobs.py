@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from backend.evaluation import EvalSettings, eval_config, evaluate_model, parse_settings, resolve_eval_model
-from backend.runs import process_alive, run_process_alive
+from backend.runs import process_alive, run_process_alive, worker_env
 from backend.store import Store, default_db_path
 from backend.views import readable_log
 from core import allocator
@@ -74,7 +74,7 @@ def start(store, ref: str, settings: EvalSettings) -> dict:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     pending = folder / f"{stamp}-starting-{os.getpid()}-{threading.get_ident()}.log"
     cmd = [sys.executable, "-m", "backend.eval_jobs", "work", ref, "--settings", settings.model_dump_json()]
-    env = allocator.environment({**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"})
+    env = worker_env(store)
     with open(pending, "ab") as out:
         out.write(f"--- {stamp} rlwb eval {ref} {settings.model_dump_json(exclude_defaults=True)}\n".encode())
         out.flush()

@@ -173,8 +173,8 @@ def failure_reason(exc: BaseException, cfg: RunConfig, run_id: str) -> str:
 # ---- background runs ------------------------------------------------------------------
 
 
-def _worker_env(store: Store) -> dict:
-    """The environment of a run's worker process: this one's, the store, TCMalloc preloaded
+def worker_env(store: Store) -> dict:
+    """The environment of a run's (or the page's evaluation's) worker process: this one's, the store, TCMalloc preloaded
     where installed (`core.allocator`).
 
     Raises:
@@ -184,7 +184,7 @@ def _worker_env(store: Store) -> dict:
 
 
 def _spawn(store: Store, run_id: str, resume: bool, env: dict) -> int:
-    """Start the worker process of a run with `env` (`_worker_env`); returns its pid (stored
+    """Start the worker process of a run with `env` (`worker_env`); returns its pid (stored
     on the run row)."""
     log = log_path(store, run_id)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ def launch(cfg: RunConfig, store: Store) -> str:
     """
     from trainer.loop import check_model_fits  # torch-heavy: the page and the CLI import this module
 
-    env = _worker_env(store)
+    env = worker_env(store)
     cfg = pin_user_domains(cfg, store)  # the user-domain versions the run records
     check_model_fits(cfg)
     run_id = store.create_run(cfg.name, cfg.model_dump(mode="json"), cfg.steps)
@@ -315,7 +315,7 @@ def resume(store: Store, run_id: str, background: bool = True):
     except ConfigError as e:
         raise ConfigError(f"{e}; it can't be resumed: start a new run from a corrected copy of its config") from None
     check_model_fits(cfg)  # refused here, not in the worker after the claim
-    env = _worker_env(store) if background else None  # a bad RLWB_ALLOCATOR too
+    env = worker_env(store) if background else None  # a bad RLWB_ALLOCATOR too
     # claim the run in one compare-and-set: of two resumes racing (two tabs), one wins. Until
     # the worker's pid replaces it, this process's pid marks the resume as in progress (a
     # second resume then finds a live pid); no heartbeat until the new process beats (the

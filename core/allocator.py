@@ -24,6 +24,7 @@ library's malloc, and `status` says which and why.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from pathlib import Path
@@ -34,7 +35,6 @@ from core.errors import ConfigError
 CHOICE_ENV = "RLWB_ALLOCATOR"
 """``tcmalloc`` (the default: used where installed) or ``system`` (the C library's malloc)."""
 CHOICES = ("tcmalloc", "system")
-_REEXEC_ENV = "RLWB_ALLOCATOR_REEXEC"  # set across the restart: never restart twice
 # the shared library, minimal build first (no heap profiler: what vLLM's guide installs)
 LIBRARY_NAMES = ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4")
 _DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
@@ -85,9 +85,9 @@ def loaded() -> Path | None:
     return None
 
 
-def _asked() -> str | None:
-    """The TCMalloc library this process's ``LD_PRELOAD`` names, if any."""
-    names = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+def _asked(env: dict | os._Environ = os.environ) -> str | None:
+    """The TCMalloc library `env`'s ``LD_PRELOAD`` names (this process's by default), if any."""
+    names = env.get("LD_PRELOAD", "").replace(":", " ").split()
     return next((p for p in names if Path(p).name.startswith("libtcmalloc")), None)
 
 
@@ -102,9 +102,8 @@ def environment(env: dict | os._Environ) -> dict:
     lib = find_library() if choice() == "tcmalloc" else None
     if lib is None:
         return env
-    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p]
-    if not any(Path(p).name.startswith("libtcmalloc") for p in preload):
-        env["LD_PRELOAD"] = " ".join([str(lib), *preload])
+    if _asked(env) is None:
+        env["LD_PRELOAD"] = " ".join([str(lib), *env.get("LD_PRELOAD", "").replace(":", " ").split()])
     for key, value in _QUIET.items():
         env.setdefault(key, value)
     return env
@@ -119,14 +118,13 @@ def reexec() -> None:
     Raises:
         ConfigError: a bad ``RLWB_ALLOCATOR`` (see `choice`).
     """
-    restarted = os.environ.pop(_REEXEC_ENV, None)  # this process's own marker: children start afresh
-    if choice() != "tcmalloc" or loaded() is not None or restarted or find_library() is None or _asked():
-        return  # (asked for and not loaded: the loader refused it, and would again)
-    env = environment(os.environ)
-    env[_REEXEC_ENV] = "1"  # if the loader refuses the library, the restarted process goes on with malloc
+    # a preload already asked for and not loaded was refused by the loader, and would be again:
+    # so a restarted process (its LD_PRELOAD names TCMalloc) never restarts twice
+    if choice() != "tcmalloc" or loaded() is not None or _asked() or find_library() is None:
+        return
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment(os.environ))
 
 
 def fallback_reason() -> str | None:
@@ -176,10 +174,21 @@ def notice(stream: TextIO) -> None:
 def release_free_memory() -> bool:
     """Hand TCMalloc's free pages back to the system (``MallocExtension_ReleaseFreeMemory``)
     when it is loaded; returns whether it ran."""
-    if loaded() is None:
+    release = _release_function()
+    if release is None:
         return False
-    try:  # the process's own symbols: a preloaded library is in them, even if its file was replaced since
-        ctypes.CDLL(None).MallocExtension_ReleaseFreeMemory()
-    except (OSError, AttributeError):
-        return False
+    release()
     return True
+
+
+@functools.cache
+def _release_function():
+    """TCMalloc's ``MallocExtension_ReleaseFreeMemory`` among the process's own symbols (a
+    preloaded library is in them, even if its file was replaced since), or None without it;
+    looked up once: what a process preloaded doesn't change."""
+    if loaded() is None:
+        return None
+    try:
+        return ctypes.CDLL(None).MallocExtension_ReleaseFreeMemory
+    except (OSError, AttributeError):
+        return None

@@ -30,7 +30,7 @@ def no_tcmalloc_here(monkeypatch):
 
 
 def _python(code: str, env: dict | None = None, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in (env or os.environ).items() if k not in ("LD_PRELOAD", "RLWB_ALLOCATOR_REEXEC")}
+    env = {k: v for k, v in (env or os.environ).items() if k != "LD_PRELOAD"}
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=120)
 
@@ -88,7 +88,7 @@ def test_the_cli_restarts_a_foreground_run_with_tcmalloc_and_refuses_a_bad_choic
     bad = tmp_path / "bad.yaml"
     bad.write_text("steps: 0\n")
     cmd = [sys.executable, "-m", "backend.cli", "--db", str(tmp_path / "s.db"), "run", str(bad)]
-    base = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "RLWB_ALLOCATOR_REEXEC")}
+    base = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     runs = {choice: subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
                                    env={**base, "RLWB_ALLOCATOR": choice})
             for choice in ("tcmalloc", "system", "bogus")}
@@ -142,7 +142,7 @@ def test_launch_and_the_page_eval_jobs_start_their_process_with_the_allocators_e
     monkeypatch.setattr(eval_jobs, "eval_config", lambda *a: None)
     with Store(tmp_path / "s.db") as store:
         run_id = store.create_run("t", {"steps": 1}, 1)
-        runs._spawn(store, run_id, resume=False, env=runs._worker_env(store))
+        runs._spawn(store, run_id, resume=False, env=runs.worker_env(store))
         eval_jobs.start(store, "smollm2-135m", eval_jobs.EvalSettings(domains=["chain_sum"]))
     assert [cmd[2] for cmd, _ in seen] == ["backend.runs", "backend.eval_jobs"]
     for _, env in seen:
@@ -206,9 +206,8 @@ def test_a_library_the_loader_refuses_is_named_and_not_retried(tmp_path):
     fake.write_text("not a library")
     code = ("import sys; from core import allocator; print('start', flush=True); allocator.reexec(); "
             "allocator.notice(sys.stdout)")
-    env = {k: v for k, v in os.environ.items() if k != "RLWB_ALLOCATOR_REEXEC"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env={**env, "LD_PRELOAD": str(fake)})
+                         env={**os.environ, "LD_PRELOAD": str(fake)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["start", f"note: memory allocator: the C library's malloc: the loader did not "
                                                 f"preload {fake}"]
