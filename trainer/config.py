@@ -123,9 +123,7 @@ class RunConfig(BaseModel):
                                "pinned when the config is loaded, so the run records the dtype it used "
                                "(trainer.precision). Full fine-tuning in bf16 took faster steps but learned "
                                "less per step on the quickstart's domains (README, Measured).")
-    gradient_checkpointing: bool = Field(
-        False, description="Trade compute for activation memory: each decoder layer runs again in the backward, "
-                           "keeping only its input and its attention kernel's output (trainer/recompute.py).")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
     lora_rank: int = Field(0, ge=0, le=1024, description="LoRA rank r (Hu et al., 2021, arXiv:2106.09685, with "
                            "peft): train low-rank adapters instead of the weights; the KL reference is the base "
                            "with the adapter off (no second copy). 0: full fine-tuning.")

@@ -63,7 +63,7 @@ import torch
 
 from trainer.config import RunConfig
 from core.errors import ConfigError
-from trainer import optimizer_state, prefix_attention, recompute
+from trainer import optimizer_state, prefix_attention
 from trainer.algorithms.grpo import ALGORITHM_PARTS, LossOutput, policy_loss
 from trainer.checkpoints import replace_durably
 from trainer.deepspeed_env import ensure_single_process_env
@@ -183,8 +183,10 @@ class DeepSpeedLearner:
                 self.by_parts = False
         if batching == "packed" or self.window is not None:
             check_packing(model)
-        if cfg.gradient_checkpointing:  # recomputed in the backward but the attention kernels' outputs
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=recompute.checkpointing_kwargs())
+        if cfg.gradient_checkpointing:
+            # non-reentrant: with LoRA the layers' inputs need no grad, and the reentrant form would then
+            # give the adapters inside each checkpointed layer no gradient at all
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.ref_model = None
         if cfg.kl_coef > 0 and not self.lora:  # LoRA: the reference is the base, adapter off
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
