@@ -174,8 +174,8 @@ def failure_reason(exc: BaseException, cfg: RunConfig, run_id: str) -> str:
 
 
 def worker_env(store: Store) -> dict:
-    """The environment of a run's (or the page's evaluation's) worker process: this one's, the store, TCMalloc preloaded
-    where installed (`core.allocator`).
+    """The environment of a run's (or the page's evaluation's) worker process: this one's, the
+    store, TCMalloc preloaded where installed (`core.allocator`).
 
     Raises:
         ConfigError: a bad ``RLWB_ALLOCATOR``; built before any row is written or claimed.

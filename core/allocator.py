@@ -85,10 +85,14 @@ def loaded() -> Path | None:
     return None
 
 
+def _preloads(env: dict | os._Environ) -> list[str]:
+    """The libraries `env`'s ``LD_PRELOAD`` names (the loader splits it at spaces and colons)."""
+    return env.get("LD_PRELOAD", "").replace(":", " ").split()
+
+
 def _asked(env: dict | os._Environ = os.environ) -> str | None:
     """The TCMalloc library `env`'s ``LD_PRELOAD`` names (this process's by default), if any."""
-    names = env.get("LD_PRELOAD", "").replace(":", " ").split()
-    return next((p for p in names if Path(p).name.startswith("libtcmalloc")), None)
+    return next((p for p in _preloads(env) if Path(p).name.startswith("libtcmalloc")), None)
 
 
 def environment(env: dict | os._Environ) -> dict:
@@ -103,7 +107,7 @@ def environment(env: dict | os._Environ) -> dict:
     if lib is None:
         return env
     if _asked(env) is None:
-        env["LD_PRELOAD"] = " ".join([str(lib), *env.get("LD_PRELOAD", "").replace(":", " ").split()])
+        env["LD_PRELOAD"] = " ".join([str(lib), *_preloads(env)])
     for key, value in _QUIET.items():
         env.setdefault(key, value)
     return env
