@@ -500,6 +500,9 @@ def _check(data: Any, check_model: bool = True) -> tuple[RunConfig | None, dict[
     """(the config, {}) when `data` is valid, else (None or the config, errors by field)."""
     if not isinstance(data, dict):
         return None, {"config": f"expected a mapping of fields (name: value), got {type(data).__name__}"}
+    names = [k for k in data if not isinstance(k, str)]
+    if names:  # YAML's `?` or `1: x` make a key that is no name: RunConfig(**data) would raise a TypeError
+        return None, {"config": f"field names must be text (name: value), got {names[0]!r}; quote it or remove it"}
     errors: dict[str, str] = {}
     cfg = None
     try:
