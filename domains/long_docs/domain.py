@@ -317,10 +317,13 @@ def judge_stored_answer(task, extracted: str) -> tuple[bool, dict]:
 
 
 class _ContextCache:
-    """The last few assembled contexts by (domain, seed, level, tokenizer); collections for
-    long haystacks take seconds to build, and a task is rendered more than once."""
+    """The last `size` assembled contexts by (domain, seed, level, tokenizer); a task's
+    retrieval takes 1-4 s (a long haystack's more), and a task is rendered more than once: a
+    group's G samples, and a run's held-out tasks at the evaluations before and after
+    training. A context is some 10-20 KB (its text and fragment records), so 512 of them
+    (a run's held-out tasks, up to 256 a domain over two long-document domains) stay under 10 MB."""
 
-    def __init__(self, size: int = 8):
+    def __init__(self, size: int = 512):
         self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
 
     def get(self, domain: LongDocDomain, task, tokenizer, budget_tokens: int):

@@ -94,6 +94,21 @@ def test_the_policy_sees_summary_fragments_and_the_needle(policy_tokenizer):
     assert rec["fragments"] and {"dense", "bm25", "fine", "depth", "section"} <= set(rec["fragments"][0])
 
 
+def test_a_runs_held_out_contexts_are_built_once_for_both_evaluations(policy_tokenizer):
+    """The in-run evaluation renders its held-out tasks before and after training (and every
+    eval_every steps): 20 of them by default over the two long-document domains, more than
+    the 8 contexts the cache once held, so each evaluation used to build them all again."""
+    from retrieval.embeddings import Embedder
+
+    d = get_domain("needle_haystack")
+    tasks = [needle_task(seed, 600, [Needle("coral door", str(10000 + seed), 50)]) for seed in range(900, 924)]
+    first = [d.context(t, policy_tokenizer) for t in tasks]
+    encoded = Embedder.shared().encoded
+    again = [d.context(t, policy_tokenizer) for t in tasks]
+    assert all(a is b for a, b in zip(first, again)) and Embedder.shared().encoded == encoded
+    assert all(f"is {10000 + t.seed}." in c.text for t, c in zip(tasks, again))
+
+
 def test_financial_report_reference_passes_and_wrong_fails():
     d = get_domain("financial_report")
     for seed in heldout_seeds(6):
