@@ -100,8 +100,8 @@ def cmd_retrieval_index(args) -> int:
         print(f"{size / 2**20:.0f} MiB of text: about {size / 4.2 / args.chunk_tokens:,.0f} chunks to embed at "
               "~25 chunks/s on a 2-core CPU; the progress bar follows", file=sys.stderr)
     col = Collection.open(args.name, documents, _policy_tokenizer(args.model), cfg)
-    print(f"collection {args.name}: {len(documents)} document(s), {col.meta['chunks']} chunks, "
-          f"index {json.dumps(col.meta['index'])}; stored in {path}")
+    print(f"collection {args.name}: {len(documents)} document(s), {col.meta['chunks']} chunks embedded with "
+          f"{col.meta['embedding_model']}, index {json.dumps(col.meta['index'])}; stored in {path}")
     return 0
 
 

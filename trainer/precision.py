@@ -20,22 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: x86 CPU flags (``/proc/cpuinfo``) of native bf16 matmul instructions.
-BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-
-
-def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
-    """The CPU's feature flags from a Linux ``/proc/cpuinfo`` (its first ``flags`` line);
-    empty where the file can't be read (another OS) or has no such line."""
-    try:
-        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return set(value.split())
-    return set()
+from core.cpu import BF16_CPU_FLAGS, cpu_flags
 
 
 def _cuda_bf16() -> tuple[bool, str] | None:

@@ -86,7 +86,10 @@ def test_cli_retrieval_index_and_search(tiny_model_dir, tmp_path, monkeypatch, c
     doc = tmp_path / "notes.txt"
     doc.write_text("Weather notes. " * 50 + "The secret code for the teal gate is 31337. " + "More notes. " * 50)
     assert main(["retrieval", "index", "notes", str(doc), "--model", str(tiny_model_dir)]) == 0
-    assert "1 document(s)" in capsys.readouterr().out
+    from retrieval.embeddings import embedding_dtype, model_name
+
+    out = capsys.readouterr().out
+    assert "1 document(s)" in out and f"embedded with {model_name(dtype=embedding_dtype()[0])}," in out
     assert main(["retrieval", "search", "notes", "What is the secret code for the teal gate?", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert "31337" in record["text"] and record["context_tokens"] <= 1536
