@@ -532,6 +532,11 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None and _heavy(args):  # from the shell: restart with TCMalloc preloaded, or say why not
             allocator.reexec()
             allocator.notice(sys.stderr)
+        if _heavy(args) or args.command == "retrieval":
+            # on first use: it pulls in numpy
+            from retrieval.embeddings import embedding_dtype
+
+            embedding_dtype()  # a bad RLWB_EMBEDDING_DTYPE: an error now, not at the first long document
         return args.fn(args)
     except WorkbenchError as e:
         print(_printable(f"error: {e}"), file=sys.stderr)

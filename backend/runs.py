@@ -178,8 +178,13 @@ def worker_env(store: Store) -> dict:
     store, TCMalloc preloaded where installed (`core.allocator`).
 
     Raises:
-        ConfigError: a bad ``RLWB_ALLOCATOR``; built before any row is written or claimed.
+        ConfigError: a bad ``RLWB_ALLOCATOR`` or ``RLWB_EMBEDDING_DTYPE``; built before any row is
+            written or claimed.
     """
+    # on first use: it pulls in numpy
+    from retrieval.embeddings import embedding_dtype
+
+    embedding_dtype()  # a bad RLWB_EMBEDDING_DTYPE fails the launch, not the worker at its first long document
     return allocator.environment({**os.environ, "RLWB_DB": str(Path(store.path).resolve()), "PYTHONUNBUFFERED": "1"})
 
 

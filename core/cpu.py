@@ -2,7 +2,7 @@
 instructions it has, for `trainer.precision` (``dtype: auto``) and `retrieval.embeddings`
 (the embedding model's dtype).
 
-    have = bf16_flags()   # ["avx512_bf16"] on a Cooper Lake / Sapphire Rapids Xeon, [] on AVX2
+    have = bf16_flags()   # ["avx512_bf16"] on a Cooper Lake Xeon or a Zen 4 EPYC, [] on AVX2
 
 Not covered: other operating systems (no flags are read there, so nothing is assumed native).
 """

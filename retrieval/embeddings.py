@@ -16,8 +16,8 @@ amx_bf16; `embedding_dtype`), else in float32; ``RLWB_EMBEDDING_DTYPE=float32`` 
 long-document task's retrieval took 0.98-1.11 s against 1.78-2.12 s in float32, vectors within
 a cosine of 0.9998 of float32's, and 96 of 105 tasks got the very same context (the others a
 fragment or two ranked differently; the evidence reached the context in the same tasks either
-way). A bf16 embedder's `name` says so, so a collection built in the other dtype is rebuilt,
-not mixed with it.
+way). A bf16 embedder's `name` says so: `Collection.open` rebuilds a collection built in the
+other dtype, and `Retriever` searches a saved one with the bundled model in its own dtype.
 
 Not covered: other embedding models (any sentence-transformers directory works through
 `Embedder(path)`, but only this one ships offline); GPU batching policy.
@@ -59,7 +59,7 @@ def embedding_dtype(environ: dict | None = None, cpuinfo: str | Path = "/proc/cp
     Raises:
         ConfigError: `DTYPE_ENV` set to something else (the message names the choices).
     """
-    asked = (os.environ if environ is None else environ).get(DTYPE_ENV, "").strip()
+    asked = (os.environ if environ is None else environ).get(DTYPE_ENV, "").strip().lower()
     if asked:
         if asked not in DTYPES:
             raise ConfigError(f"{DTYPE_ENV} must be one of {', '.join(DTYPES)} (or unset: bfloat16 where the CPU "
@@ -75,6 +75,12 @@ def model_name(base: str = MODEL_NAME, dtype: str = "float32") -> str:
     """The name collections record for an embedder (their digest includes it): `base`, with
     the dtype added when it is not float32, e.g. "all-MiniLM-L6-v2 (bfloat16)"."""
     return base if dtype == "float32" else f"{base} ({dtype})"
+
+
+def bundled_dtype(name: str | None) -> str | None:
+    """The dtype of the bundled model named `name` by `model_name` ("float32" for
+    all-MiniLM-L6-v2, "bfloat16" for "all-MiniLM-L6-v2 (bfloat16)"); None for another model."""
+    return next((d for d in DTYPES if name == model_name(MODEL_NAME, d)), None)
 
 
 def default_model_path() -> Path:
@@ -96,10 +102,11 @@ class Embedder:
         ConfigError: an unknown `dtype` (or `DTYPE_ENV` value).
     """
 
-    _shared: Embedder | None = None
+    _shared: dict[str, Embedder] = {}
     _shared_lock = threading.Lock()
 
     def __init__(self, model_path: str | Path | None = None, batch_size: int = 64, dtype: str | None = None):
+        # on first use: torch and sentence-transformers take seconds to import
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -122,12 +129,18 @@ class Embedder:
         self.encoded = 0  # texts actually run through the model (cache misses)
 
     @classmethod
-    def shared(cls) -> Embedder:
-        """The process-wide default embedder (loaded on first use, ~3 s)."""
+    def shared(cls, dtype: str | None = None) -> Embedder:
+        """The process-wide bundled embedder in `dtype` (default `embedding_dtype()`), loaded
+        on first use (~3 s).
+
+        Raises:
+            ConfigError: an unknown `dtype` (or `DTYPE_ENV` value).
+        """
+        dtype = dtype or embedding_dtype()[0]
         with cls._shared_lock:
-            if cls._shared is None:
-                cls._shared = cls()
-            return cls._shared
+            if dtype not in cls._shared:
+                cls._shared[dtype] = cls(dtype=dtype)
+            return cls._shared[dtype]
 
     @property
     def tokenizer(self):
@@ -144,7 +157,7 @@ class Embedder:
         Returns:
             float32 array of shape (len(texts), dim), rows L2-normalised.
         """
-        import torch
+        import torch  # loaded already: __init__ imported it
 
         keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest() for t in texts]
         with self._lock:

@@ -47,7 +47,7 @@ from core.errors import ConfigError, DocumentError
 from core.paths import model_cache_dir
 from retrieval.chunking import Chunk, chunk_document
 from retrieval.context import DEFAULT_BUDGET_TOKENS, ORDERS, Context, assemble, summarize
-from retrieval.embeddings import Embedder
+from retrieval.embeddings import Embedder, bundled_dtype
 from retrieval.index import DenseIndex, LexicalIndex
 
 RRF_K = 60
@@ -293,9 +293,26 @@ class Retriever:
     """Coarse search, fine ranking and context assembly over one `Collection`."""
 
     def __init__(self, collection: Collection, cfg: RetrievalConfig | None = None, embedder: Embedder | None = None):
+        """Args:
+            collection: The collection to search.
+            cfg: Pipeline settings; default the collection's own.
+            embedder: What embeds the questions and sentences; default the bundled model in the
+                dtype the collection was built in (a float32 collection is searched in float32 on
+                a bf16 machine too).
+
+        Raises:
+            DocumentError: `embedder` is not the model (or dtype) the collection was built with.
+        """
         self.collection = collection
         self.cfg = cfg or RetrievalConfig(**collection.meta.get("config", {}))
-        self.embedder = embedder or Embedder.shared()
+        built = collection.meta.get("embedding_model")
+        if embedder is None:
+            embedder = Embedder.shared(bundled_dtype(built))
+        if built and built != embedder.name:
+            raise DocumentError(f"the collection was embedded with {built}, and questions would be embedded with "
+                                f"{embedder.name}; rebuild it (`rlwb retrieval index NAME FILE...`) or search it "
+                                "with its own model")
+        self.embedder = embedder
 
     def _hit(self, i: int, **scores) -> dict:
         c = self.collection.chunks[i]

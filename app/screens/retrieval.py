@@ -25,6 +25,7 @@ from domains.registry import registry
 from app.common import db_path, get_store
 from backend import retrieval_service as rs
 from core.errors import ConfigError, DocumentError, ModelNotFound, WorkbenchError
+from retrieval.embeddings import embedding_dtype
 from retrieval.pipeline import RetrievalConfig, collections_dir
 
 SOURCES = ("Paste text", "Upload a file", "Saved collection", "Domain task")
@@ -396,6 +397,11 @@ def show_sweeps(path: str) -> None:
 
 def render() -> None:
     st.title("Retrieval")
+    try:
+        embedding_dtype()
+    except ConfigError as e:  # a bad RLWB_EMBEDDING_DTYPE: said here, not a traceback at the first build
+        st.error(f"{e}; fix it in the page's environment and restart it")
+        st.stop()
     users = sorted(n for n, d in registry().items() if isinstance(d, RetrievalDomain) or n == "tool_docs")
     st.caption("Long documents don't fit a small model's context: retrieval cuts them into chunks, finds the "
                "candidates (FAISS dense search + BM25), ranks them finely, and puts only the relevant fragments "

@@ -317,11 +317,15 @@ def judge_stored_answer(task, extracted: str) -> tuple[bool, dict]:
 
 
 class _ContextCache:
-    """The last `size` assembled contexts by (domain, seed, level, tokenizer); a task's
+    """The last `size` assembled contexts by (domain, seed, level, tokenizer, budget); a task's
     retrieval takes 1-4 s (a long haystack's more), and a task is rendered more than once: a
-    group's G samples, and a run's held-out tasks at the evaluations before and after
-    training. A context is some 10-20 KB (its text and fragment records), so 512 of them
-    (a run's held-out tasks, up to 256 a domain over two long-document domains) stay under 10 MB."""
+    group's G samples, and a run's held-out tasks at each evaluation (before and after
+    training, every eval_every steps). 512 hold configs/long_context.yaml's 20 held-out tasks
+    with some 490 training tasks between two evaluations (about 250 steps); a run with more
+    held-out tasks than that retrieves them again each time. A context at the default budget
+    (1,536 tokens) is some 15 KB (its text and fragment records), 512 of them about 8 MB; at
+    the largest budgets about 50 KB each. Each entry keeps its tokenizer alive, so the id in
+    the key can't be reused by another tokenizer while the entry is there."""
 
     def __init__(self, size: int = 512):
         self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
@@ -337,14 +341,14 @@ class _ContextCache:
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
-                return self.items[key]
+                return self.items[key][1]
         cfg = RetrievalConfig(budget_tokens=budget_tokens, summary_tokens=min(160, budget_tokens // 4))
         col = Collection.build(domain.documents(task), tokenizer, cfg)
         ctx = Retriever(col, cfg).build_context(task.question, tokenizer=tokenizer)
         evidence = task.entry.get("evidence", [])
         ctx.evidence_in_context = all(e in ctx.text for e in evidence) if evidence else None
         with self.lock:
-            self.items[key] = ctx
+            self.items[key] = (tokenizer, ctx)
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
         return ctx

@@ -79,6 +79,14 @@ def test_renders_on_an_empty_store_and_says_which_tokenizer(env, monkeypatch):
     assert not at.error and not at.get("plotly_chart")
 
 
+def test_a_bad_embedding_dtype_is_said_on_the_page_not_a_traceback(env, monkeypatch):
+    monkeypatch.setenv("RLWB_EMBEDDING_DTYPE", "fp8")
+    at = _open(env, monkeypatch)
+    _ok(at)
+    assert "RLWB_EMBEDDING_DTYPE must be one of float32, bfloat16" in _errors(at) and "'fp8'" in _errors(at)
+    assert not at.text_area  # stopped before the sources
+
+
 def test_pasted_document_question_and_context_then_saved_and_reused(env, monkeypatch):
     at = _build_pasted(_open(env, monkeypatch))
     chunks = _frame(at, "ret_chunks")

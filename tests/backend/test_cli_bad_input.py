@@ -79,7 +79,7 @@ def test_missing_file_and_non_mapping(tmp_path, capsys):
 
 @pytest.mark.parametrize("body, key", [("?\n", "None"), ("1: x\n", "1"), ("true: 1\n", "True")])
 def test_a_key_that_is_no_field_name(tmp_path, capsys, body, key):
-    """YAML's `?` (an empty key), a number or a list as a key: a config error, not a TypeError."""
+    """YAML's `?` (an empty key), a number or a boolean as a key: a config error, not a TypeError."""
     code, err = _run_cli(tmp_path, _write(tmp_path, body), capsys)
     assert code == 2 and f"field names must be text (name: value), got {key}" in err and err.count("\n") == 0
 

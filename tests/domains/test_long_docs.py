@@ -96,8 +96,8 @@ def test_the_policy_sees_summary_fragments_and_the_needle(policy_tokenizer):
 
 def test_a_runs_held_out_contexts_are_built_once_for_both_evaluations(policy_tokenizer):
     """The in-run evaluation renders its held-out tasks before and after training (and every
-    eval_every steps): 20 of them by default over the two long-document domains, more than
-    the 8 contexts the cache once held, so each evaluation used to build them all again."""
+    eval_every steps): 20 of them in configs/long_context.yaml, more than the 8 contexts the
+    cache once held, so each evaluation used to build them all again."""
     from retrieval.embeddings import Embedder
 
     d = get_domain("needle_haystack")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from backend.system import system_status
-from core.errors import ConfigError
+from core.errors import ConfigError, DocumentError
 from retrieval.embeddings import DTYPE_ENV, MODEL_NAME, Embedder, embedding_dtype, model_name
 from retrieval.pipeline import Collection, RetrievalConfig, Retriever
 
@@ -33,6 +33,7 @@ def test_bf16_only_where_the_cpu_computes_it_natively(tmp_path, flags, want):
 def test_the_environment_variable_chooses_and_a_bad_value_is_named(tmp_path):
     (tmp_path / "cpuinfo").write_text(AVX512_BF16)
     assert embedding_dtype({DTYPE_ENV: "float32"}, tmp_path / "cpuinfo") == ("float32", f"{DTYPE_ENV}=float32")
+    assert embedding_dtype({DTYPE_ENV: " Float32 "}, tmp_path / "cpuinfo")[0] == "float32"  # any case
     (tmp_path / "cpuinfo").write_text(AVX2)
     assert embedding_dtype({DTYPE_ENV: "bfloat16"}, tmp_path / "cpuinfo")[0] == "bfloat16"
     with pytest.raises(ConfigError, match=f"{DTYPE_ENV} must be one of float32, bfloat16.*'fp16'"):
@@ -76,6 +77,13 @@ def test_a_collection_built_in_one_dtype_is_rebuilt_for_the_other(embedders, pol
     ranked = Retriever(other, cfg, b16).rerank("What is the secret code for the amber vault?",
                                                  Retriever(other, cfg, b16).search("secret code amber vault"))
     assert ranked[0]["best_sentence"].strip() == TEXTS[0]
+    # a saved collection is searched in the dtype it was built in, whatever this machine's default
+    loaded = Collection.load(tmp_path / "notes")
+    assert Retriever(loaded).embedder.dtype == "bfloat16"
+    assert Retriever(first).embedder.dtype == "float32"
+    with pytest.raises(DocumentError, match=r"embedded with all-MiniLM-L6-v2, and questions would be embedded "
+                                            r"with all-MiniLM-L6-v2 \(bfloat16\); rebuild it"):
+        Retriever(first, cfg, b16)
 
 
 def test_the_home_page_row_says_the_dtype(monkeypatch):
@@ -85,3 +93,23 @@ def test_the_home_page_row_says_the_dtype(monkeypatch):
     monkeypatch.setenv(DTYPE_ENV, "half")
     row = next(r for r in system_status() if r["part"] == "Retrieval embeddings")
     assert not row["available"] and "'half'" in row["detail"]
+
+
+def test_a_bad_value_stops_a_launch_and_the_cli_before_anything_starts(monkeypatch, tmp_path, tiny_model_dir, capsys):
+    from backend import runs
+    from backend.cli import main
+    from backend.store import Store
+    from trainer.config import parse_config
+
+    monkeypatch.setenv(DTYPE_ENV, "int8")
+    monkeypatch.setattr(runs, "_spawn", lambda *a, **k: pytest.fail("no worker may start"))
+    cfg = parse_config({"name": "x", "model": str(tiny_model_dir), "domains": ["chain_sum"], "group_size": 2,
+                        "micro_batch_size": 2})
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(ConfigError, match=f"{DTYPE_ENV} must be one of"):
+            runs.launch(cfg, store)
+        assert store.list_runs() == []
+    monkeypatch.setenv("RLWB_CACHE", str(tmp_path / "cache"))
+    assert main(["--db", str(tmp_path / "s.db"), "retrieval", "search", "notes", "a question"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {DTYPE_ENV} must be one of float32, bfloat16" in err and "'int8'" in err and err.count("\n") == 1
