@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.cpu import bf16_flags
+from core.cpu import PROC_CPUINFO, bf16_flags
 from core.errors import ConfigError
 
 DIM = 384  # all-MiniLM-L6-v2 output size
@@ -45,7 +45,7 @@ DTYPES = ("float32", "bfloat16")
 DTYPE_ENV = "RLWB_EMBEDDING_DTYPE"
 
 
-def embedding_dtype(environ: dict | None = None, cpuinfo: str | Path = "/proc/cpuinfo") -> tuple[str, str]:
+def embedding_dtype(environ: dict | None = None, cpuinfo: str | Path = PROC_CPUINFO) -> tuple[str, str]:
     """The dtype the embedding model computes in on this machine, and why.
 
     Args:
@@ -110,11 +110,8 @@ class Embedder:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        if dtype is None:
-            dtype, self.dtype_reason = embedding_dtype()
-        elif dtype in DTYPES:
-            self.dtype_reason = "asked for"
-        else:
+        dtype = dtype or embedding_dtype()[0]
+        if dtype not in DTYPES:
             raise ConfigError(f"embedding dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.dtype = dtype
         self.model_path = Path(model_path) if model_path else default_model_path()
