@@ -19,7 +19,8 @@ completion scored by its domain's own verifier (`Domain.score`) in both. TRL's
 ``use_bias_correction_kl=False`` is our k3 KL gradient. Both use all the machine's threads
 and the same memory allocator: `rlwb run` restarts itself with TCMalloc where it is installed
 (`core.allocator`), and TRL's process gets the same ``LD_PRELOAD`` (it speeds HF ``generate``
-and a padded learner far more than ours: ratio 3.89 so, 6.72 with glibc's malloc on both).
+and a padded learner far more than ours: ratio 3.89 so on an Intel Xeon, 6.72 with glibc's malloc
+on both; 5.59-5.67 so on an AMD EPYC: README, "Measured").
 
 Not matched, as each tool ships it: TRL generates with HF ``generate`` (padded batches; TRL's
 vLLM path needs CUDA), we with vLLM (the CPU build); TRL pads its learner batches, we pack
