@@ -55,7 +55,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from core import allocator  # noqa: E402 - after the path line
-from core.cpu import BF16_CPU_FLAGS, cpu_flags  # noqa: E402 - light (no torch); after the path line
+from core.cpu import bf16_flags  # noqa: E402 - light (no torch); after the path line
 
 QUICK_CONFIG = {  # the tiny model, half the quickstart's batch
     "name": "learner-mfu-quick", "domains": ["basic_arithmetic", "chain_sum", "gsm_symbolic",
@@ -87,8 +87,7 @@ def cpu_features() -> str:
     differ here, and fp32 and bf16 speeds with them: compare figures only between like CPUs."""
     import torch
 
-    flags = cpu_flags()
-    bf16 = [f for f in BF16_CPU_FLAGS if f in flags] or ["none"]
+    bf16 = bf16_flags() or ["none"]
     return f"cpu: torch capability {torch.backends.cpu.get_cpu_capability()}, bf16 instructions: {' '.join(bf16)}"
 
 

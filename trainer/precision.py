@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.cpu import BF16_CPU_FLAGS, cpu_flags
+from core.cpu import BF16_CPU_FLAGS, cpu_flags, PROC_CPUINFO
 
 
 def _cuda_bf16() -> tuple[bool, str] | None:
@@ -37,7 +37,7 @@ def _cuda_bf16() -> tuple[bool, str] | None:
         return False, f"CUDA device 0, unreadable ({str(e).splitlines()[0] if str(e) else 'RuntimeError'})"
 
 
-def auto_dtype(lora: bool = False, cpuinfo: str | Path = "/proc/cpuinfo") -> tuple[str, str]:
+def auto_dtype(lora: bool = False, cpuinfo: str | Path = PROC_CPUINFO) -> tuple[str, str]:
     """What ``dtype: auto`` means on this machine, and why.
 
     Args:
